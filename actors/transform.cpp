@@ -1,0 +1,59 @@
+#include "actors/transform.hpp"
+
+#include "runtime/busy_work.hpp"
+
+namespace af {
+
+namespace {
+
+class transform : public stage_logic {
+public:
+  transform(int64_t work_ns, bool touch) : work_ns_(work_ns), touch_(touch) {
+  }
+
+  void process(batch&& item, emitter& out) override {
+    busy_work(work_ns_ * item.records());
+    if (touch_) {
+      // Read every byte, as a real transform would; the sum is kept so the
+      // compiler cannot drop the loop.
+      for (auto& f : item.fields) {
+        auto* p = reinterpret_cast<const unsigned char*>(f.value.data());
+        for (size_t i = 0; i < f.value.byte_size(); ++i)
+          checksum_ += p[i];
+      }
+    }
+    out.push(std::move(item));
+  }
+
+private:
+  int64_t work_ns_;
+  bool touch_;
+  uint64_t checksum_ = 0;
+};
+
+} // namespace
+
+stage_type transform_type() {
+  stage_type t;
+  t.name = "transform";
+  t.kind = stage_kind::transform;
+  t.description = "passes items through after optional per-record work";
+  t.check = [](const topology::Stage& s) -> std::string {
+    if (s.config_case() != topology::Stage::kTransform
+        && s.config_case() != topology::Stage::CONFIG_NOT_SET)
+      return "expects a transform { ... } block";
+    if (s.transform().work_ns_per_record() < 0)
+      return "work_ns_per_record must be >= 0";
+    return {};
+  };
+  t.make = [](const stage_info&, const topology::Stage& s) {
+    auto& c = s.transform();
+    return std::make_shared<transform>(c.work_ns_per_record(),
+                                       c.has_touch_payload()
+                                         ? c.touch_payload()
+                                         : true);
+  };
+  return t;
+}
+
+} // namespace af

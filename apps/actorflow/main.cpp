@@ -1,0 +1,225 @@
+// actorflow: run and check ActorFlow topologies.
+//
+// Exit codes: 0 success, 1 runtime failure, 2 usage or validation error,
+// 130 stopped by Ctrl-C (SIGINT) or SIGTERM.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scheduler/abstract_coordinator.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/builtin.hpp"
+#include "apps/actorflow/progress.hpp"
+#include "apps/actorflow/report.hpp"
+#include "runtime/job.hpp"
+#include "runtime/system.hpp"
+#include "runtime/topology.hpp"
+#include "runtime/version.hpp"
+
+namespace {
+
+constexpr int exit_ok = 0;
+constexpr int exit_failure = 1;
+constexpr int exit_usage = 2;
+constexpr int exit_interrupted = 130;
+
+std::atomic<int> signals_received{0};
+
+extern "C" void on_signal(int) {
+  signals_received.fetch_add(1);
+}
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+void print_errors(const af::load_result& r) {
+  for (auto& e : r.errors)
+    std::fprintf(stderr, "%s\n", e.to_string().c_str());
+}
+
+struct run_args {
+  std::string topology;
+  int64_t threads = -1;
+  std::string scheduler;
+  int log_every_s = 5;
+  bool no_progress = false;
+};
+
+int cmd_validate(const std::string& path, bool list_types,
+                 const af::registry& reg) {
+  if (list_types) {
+    for (auto* t : reg.list())
+      std::printf("%-18s %-9s %s\n", t->name.c_str(), af::to_string(t->kind),
+                  t->description.c_str());
+    if (path.empty())
+      return exit_ok;
+  }
+  if (path.empty()) {
+    std::fprintf(stderr, "validate: a topology file is required (or use "
+                         "--list-types)\n");
+    return exit_usage;
+  }
+  auto loaded = af::load_topology_file(path, reg);
+  if (!loaded.ok()) {
+    print_errors(loaded);
+    return exit_usage;
+  }
+  auto& spec = loaded.topology->spec;
+  int64_t actors = 0;
+  for (auto& s : spec.stage())
+    actors += af::replicas_of(s);
+  std::printf("%s: ok (%d stages, %lld stage replicas)\n", path.c_str(),
+              spec.stage_size(), static_cast<long long>(actors));
+  return exit_ok;
+}
+
+int cmd_run(const run_args& args, const af::registry& reg) {
+  auto loaded = af::load_topology_file(args.topology, reg);
+  if (!loaded.ok()) {
+    print_errors(loaded);
+    return exit_usage;
+  }
+  auto& topo = *loaded.topology;
+  auto opts = af::engine_options_of(topo.spec.runtime());
+  if (args.threads >= 0)
+    opts.threads = static_cast<size_t>(args.threads);
+  if (!args.scheduler.empty())
+    opts.scheduler = args.scheduler;
+  caf::actor_system_config cfg;
+  af::add_message_types(cfg);
+  cfg.load<caf::io::middleman>();
+  af::apply(opts, cfg);
+  caf::actor_system sys{cfg};
+
+  auto name = topo.spec.name().empty() ? args.topology : topo.spec.name();
+  int64_t actors = 0;
+  for (auto& s : topo.spec.stage())
+    actors += af::replicas_of(s);
+  spdlog::info("job '{}': {} stages, {} stage replicas, {} scheduler "
+               "threads ({})",
+               name, topo.spec.stage_size(), actors,
+               sys.scheduler().num_workers(), opts.scheduler);
+
+  af::cli::progress_display display{isatty(STDERR_FILENO) == 1,
+                                    std::chrono::seconds{args.log_every_s}};
+  af::job_options jopts;
+  if (!args.no_progress)
+    jopts.on_progress = [&display](const af::job_progress& p) {
+      display.update(p);
+    };
+  install_signal_handlers();
+  std::optional<af::job> job;
+  try {
+    job = af::job::start(sys, topo, reg, jopts);
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "actorflow: %s\n", ex.what());
+    return exit_failure;
+  }
+  bool stop_sent = false;
+  bool abort_sent = false;
+  std::optional<af::run_result> result;
+  while (!(result = job->wait_for(std::chrono::milliseconds{100}))) {
+    auto n = signals_received.load();
+    if (n >= 1 && !stop_sent) {
+      stop_sent = true;
+      display.finish();
+      spdlog::warn("interrupted: draining the pipeline (press Ctrl-C again "
+                   "to abort)");
+      job->stop();
+    }
+    if (n >= 2 && !abort_sent) {
+      abort_sent = true;
+      job->abort("aborted by a second interrupt");
+    }
+  }
+  display.finish();
+  af::cli::print_summary(stdout, name, *result);
+  std::fflush(stdout);
+  if (!result->ok) {
+    std::fprintf(stderr, "actorflow: %s\n", result->error.c_str());
+    return stop_sent ? exit_interrupted : exit_failure;
+  }
+  return stop_sent ? exit_interrupted : exit_ok;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ActorFlow: an actor-model dataflow engine for training "
+               "machine-learning models.",
+               "actorflow"};
+  app.set_version_flag("--version", std::string{"actorflow "} + af::version);
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app
+    .add_option("--log-level", log_level,
+                "Log level: trace, debug, info, warn, error, off")
+    ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+    ->capture_default_str();
+
+  run_args rargs;
+  auto* run = app.add_subcommand("run", "Run a topology to its end");
+  run->add_option("topology", rargs.topology, "Topology file (.pbtxt)")
+    ->required();
+  run->add_option("--threads", rargs.threads,
+                  "Scheduler worker threads (default: the topology's "
+                  "runtime.threads, else the number of cores)")
+    ->check(CLI::NonNegativeNumber);
+  run->add_option("--scheduler", rargs.scheduler,
+                  "CAF scheduler policy (default: the topology's, else "
+                  "stealing)")
+    ->check(CLI::IsMember({"stealing", "sharing"}));
+  run->add_option("--log-every", rargs.log_every_s,
+                  "Seconds between progress log lines when stderr is not a "
+                  "terminal")
+    ->check(CLI::PositiveNumber)
+    ->capture_default_str();
+  run->add_flag("--no-progress", rargs.no_progress,
+                "Print no progress while running");
+
+  std::string vpath;
+  bool list_types = false;
+  auto* validate = app.add_subcommand(
+    "validate", "Check a topology file and report every problem as "
+                "file:line: message");
+  validate->add_option("topology", vpath, "Topology file (.pbtxt)");
+  validate->add_flag("--list-types", list_types,
+                     "List the registered stage types");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    auto rc = app.exit(e);
+    return rc == 0 ? exit_ok : exit_usage;
+  }
+
+  auto logger = spdlog::stderr_color_mt("actorflow");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  af::registry reg;
+  af::register_builtin_stages(reg);
+  try {
+    if (run->parsed())
+      return cmd_run(rargs, reg);
+    return cmd_validate(vpath, list_types, reg);
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "actorflow: %s\n", ex.what());
+    return exit_failure;
+  }
+}

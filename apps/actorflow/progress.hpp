@@ -1,0 +1,34 @@
+// The live progress display of `actorflow run`: one line rewritten in place
+// on a terminal, a log line every few seconds otherwise.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+
+#include "runtime/job.hpp"
+
+namespace af::cli {
+
+class progress_display {
+public:
+  /// `terminal`: rewrite one line on stderr; else log every `log_every`.
+  progress_display(bool terminal, std::chrono::seconds log_every);
+  /// Called by the job's coordinator.
+  void update(const job_progress& p);
+  /// Clears the live line (before the summary is printed).
+  void finish();
+
+private:
+  std::mutex mtx_;
+  bool terminal_;
+  bool line_shown_ = false;
+  std::chrono::seconds log_every_;
+  std::chrono::steady_clock::time_point last_log_;
+};
+
+/// "1.23 M", "456.7 k", "12": compact counts for the progress line.
+std::string human_count(double v);
+/// "12.3 MB", "1.50 GB".
+std::string human_bytes(double v);
+
+} // namespace af::cli

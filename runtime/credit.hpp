@@ -1,0 +1,116 @@
+// Credit bookkeeping for the two ends of stream edges, free of any actor
+// code so that it can be tested and reasoned about on its own.
+//
+// outbound: a producer replica's edges to its consumer replicas. It knows
+//   what each consumer granted (window, byte budget), what is in flight, and
+//   picks the consumer with the most unused credit for the next item.
+// inbound: a consumer replica's edges from its producer replicas. It counts
+//   what arrived, decides when to hand credit back (in chunks, to halve the
+//   message count), and tracks end-of-epoch and end-of-stream per input.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_cast.hpp>
+#include <caf/actor_control_block.hpp>
+
+#include "runtime/stage_stats.hpp"
+
+namespace af {
+
+/// Identity of a peer, comparable with what current_sender() returns.
+using peer_id = const caf::actor_control_block*;
+
+template <class Handle>
+peer_id id_of(const Handle& h) {
+  return caf::actor_cast<caf::actor_control_block*>(h);
+}
+
+class outbound {
+public:
+  struct edge {
+    caf::actor peer;
+    peer_id id = nullptr;
+    bool open = false;  // the consumer granted its initial credit
+    uint64_t in_flight_items = 0;
+    uint64_t in_flight_bytes = 0;
+    edge_stats stats;
+
+    uint64_t unused_items() const noexcept {
+      return in_flight_items >= stats.window ? 0
+                                             : stats.window - in_flight_items;
+    }
+    /// Whether an item of `bytes` may be sent now without breaking the
+    /// window or the byte budget.
+    bool can_take(uint64_t bytes) const noexcept;
+  };
+
+  void add(caf::actor peer, std::string name);
+  /// The consumer's initial grant. False if `id` is not one of our edges.
+  bool open(peer_id id, uint64_t window, uint64_t byte_budget);
+  /// Credit handed back. False if `id` is not one of our edges.
+  bool credit(peer_id id, uint64_t items, uint64_t bytes);
+  /// The edge that should take an item of `bytes` next, or nullptr when no
+  /// consumer has credit for it: the one with the most unused item credit.
+  edge* pick(uint64_t bytes) noexcept;
+  void sent(edge& e, uint64_t bytes) noexcept;
+  /// Removes a consumer that went down; returns the items it had in flight
+  /// (lost with it). Returns 0 for an unknown peer.
+  uint64_t remove(peer_id id);
+
+  bool empty() const noexcept { return edges_.empty(); }
+  const std::vector<edge>& edges() const noexcept { return edges_; }
+  std::vector<edge_stats> stats() const;
+
+private:
+  edge* find(peer_id id) noexcept;
+
+  std::vector<edge> edges_;
+  std::vector<edge_stats> removed_;
+};
+
+class inbound {
+public:
+  struct edge {
+    caf::actor peer;
+    peer_id id = nullptr;
+    std::string name;
+    uint64_t window = 0;
+    uint64_t byte_budget = 0;
+    uint64_t held_items = 0;  // arrived, not yet credited back
+    uint64_t done_items = 0;  // consumed, credit not yet sent
+    uint64_t done_bytes = 0;
+    uint64_t epochs_ended = 0;
+    bool eos_received = false;  // end_of_stream is in our input queue
+    bool ended = false;         // ... and has been handled
+  };
+
+  void add(caf::actor peer, std::string name, uint64_t window,
+           uint64_t byte_budget);
+  edge* find(peer_id id) noexcept;
+  void received(edge& e) noexcept { ++e.held_items; }
+  /// An item from `e` has been consumed. Returns true when the credit
+  /// collected for `e` should be sent now (a quarter of the window, or
+  /// `idle` is true so that nothing stays unreturned while we wait).
+  bool consumed(edge& e, uint64_t bytes, bool idle) noexcept;
+  /// Credit to send for `e` (and resets it).
+  std::pair<uint64_t, uint64_t> take_credit(edge& e) noexcept;
+  /// Records end_of_epoch(epoch) from `e`; returns the epochs that are now
+  /// complete on every live input (to forward), in order.
+  std::vector<uint64_t> end_epoch(edge& e, uint64_t epoch);
+  /// Whether every input has ended.
+  bool all_ended() const noexcept;
+  bool empty() const noexcept { return edges_.empty(); }
+  std::vector<edge>& edges() noexcept { return edges_; }
+
+private:
+  std::vector<uint64_t> newly_complete_epochs();
+
+  std::vector<edge> edges_;
+  uint64_t epochs_forwarded_ = 0;
+};
+
+} // namespace af

@@ -1,0 +1,278 @@
+#include "runtime/job.hpp"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/system_messages.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include "runtime/credit.hpp"
+#include "runtime/stream.hpp"
+
+namespace af {
+
+namespace {
+
+using start_atom = caf::atom_constant<caf::atom("af_start")>;
+using abort_atom = caf::atom_constant<caf::atom("af_abort")>;
+using progress_atom = caf::atom_constant<caf::atom("af_progr")>;
+
+using clock_type = std::chrono::steady_clock;
+
+struct replica_entry {
+  caf::actor handle;
+  std::string label;
+  bool source = false;
+  bool done = false;
+  bool down = false;
+};
+
+struct coordinator_state {
+  job_options opts;
+  std::shared_ptr<std::promise<run_result>> promise;
+  std::vector<replica_entry> replicas;
+  bool started = false;
+  bool stopped = false;
+  std::string error;
+  std::map<std::string, stage_stats> stats;
+  clock_type::time_point begin = clock_type::now();
+};
+
+using coordinator_actor = caf::stateful_actor<coordinator_state>;
+
+job_progress progress_of(coordinator_state& st) {
+  job_progress p;
+  p.elapsed_s = std::chrono::duration<double>(clock_type::now() - st.begin)
+                  .count();
+  // Stages in topology order (the order they were spawned in).
+  for (auto& r : st.replicas) {
+    auto it = st.stats.find(r.label);
+    if (it == st.stats.end())
+      continue;
+    auto& s = it->second;
+    if (s.is_sink) {
+      p.items += s.items_in;
+      p.records += s.records_in;
+      p.bytes += s.bytes_in;
+    }
+    p.stages.push_back(s);
+  }
+  return p;
+}
+
+void kill_all(coordinator_actor* self) {
+  for (auto& r : self->state.replicas)
+    if (!r.down)
+      self->send_exit(r.handle, caf::exit_reason::user_shutdown);
+}
+
+void record_error(coordinator_actor* self, std::string message) {
+  auto& st = self->state;
+  if (!st.error.empty())
+    return;
+  st.error = std::move(message);
+  spdlog::debug("job failed: {}", st.error);
+  kill_all(self);
+}
+
+void maybe_complete(coordinator_actor* self) {
+  auto& st = self->state;
+  if (!st.started)
+    return;
+  for (auto& r : st.replicas)
+    if (!r.down)
+      return;
+  run_result result;
+  result.ok = st.error.empty();
+  result.stopped = st.stopped;
+  result.error = st.error;
+  result.final = progress_of(st);
+  st.promise->set_value(std::move(result));
+  self->quit();
+}
+
+caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
+                          std::shared_ptr<std::promise<run_result>> promise) {
+  self->state.opts = std::move(opts);
+  self->state.promise = std::move(promise);
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    for (auto& r : st.replicas)
+      if (!r.down && r.handle.address() == dm.source) {
+        r.down = true;
+        if (!r.done && st.error.empty()) {
+          auto reason = dm.reason ? caf::to_string(dm.reason)
+                                  : std::string{"exited before its end of "
+                                                "stream"};
+          record_error(self, "stage " + r.label + " went down: " + reason);
+        }
+      }
+    maybe_complete(self);
+  });
+  return {
+    [=](start_atom, const std::vector<caf::actor>& handles,
+        const std::vector<std::string>& labels,
+        const std::vector<caf::actor>& sources) {
+      auto& st = self->state;
+      for (size_t i = 0; i < handles.size(); ++i) {
+        bool source = std::find(sources.begin(), sources.end(), handles[i])
+                      != sources.end();
+        st.replicas.push_back(
+          replica_entry{handles[i], labels[i], source, false, false});
+        self->monitor(handles[i]);
+      }
+      st.started = true;
+      st.begin = clock_type::now();
+      if (st.opts.on_progress)
+        self->delayed_send(self, st.opts.progress_interval,
+                           progress_atom::value);
+    },
+    [=](stats_atom, stage_stats& s) {
+      auto label = s.stage;
+      self->state.stats[label] = std::move(s);
+    },
+    [=](done_atom, stage_stats& s) {
+      auto& st = self->state;
+      for (auto& r : st.replicas)
+        if (r.label == s.stage)
+          r.done = true;
+      auto label = s.stage;
+      st.stats[label] = std::move(s);
+    },
+    [=](const stream_error& err) {
+      record_error(self, "stage " + err.stage + " failed: " + err.cause);
+    },
+    [=](stop_atom) {
+      auto& st = self->state;
+      st.stopped = true;
+      for (auto& r : st.replicas)
+        if (r.source && !r.down)
+          self->send(r.handle, stop_atom::value);
+    },
+    [=](abort_atom, const std::string& reason) { record_error(self, reason); },
+    [=](progress_atom) {
+      auto& st = self->state;
+      st.opts.on_progress(progress_of(st));
+      self->delayed_send(self, st.opts.progress_interval,
+                         progress_atom::value);
+    },
+  };
+}
+
+} // namespace
+
+job job::start(caf::actor_system& sys, const loaded_topology& topo,
+               const registry& reg, job_options opts) {
+  job result;
+  auto promise = std::make_shared<std::promise<run_result>>();
+  result.result_ = promise->get_future().share();
+  auto& spec = topo.spec;
+  auto interval = std::chrono::milliseconds{static_cast<int64_t>(
+    1000 * (spec.runtime().has_metrics_interval_s()
+              ? spec.runtime().metrics_interval_s()
+              : default_metrics_interval_s))};
+  if (interval.count() < 1)
+    interval = std::chrono::milliseconds{1};
+  // Progress is reported no more often than stages report their stats.
+  if (opts.progress_interval < interval)
+    opts.progress_interval = interval;
+  result.coordinator_ = sys.spawn(coordinator_main, std::move(opts), promise);
+
+  // Spawn every replica, stage by stage.
+  std::vector<std::vector<caf::actor>> replicas(spec.stage_size());
+  std::vector<caf::actor> handles;
+  std::vector<std::string> labels;
+  std::vector<caf::actor> sources;
+  auto kill_spawned = [&] {
+    for (auto& h : handles)
+      caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(result.coordinator_, caf::exit_reason::user_shutdown);
+  };
+  for (int i = 0; i < spec.stage_size(); ++i) {
+    auto& s = spec.stage(i);
+    auto* type = reg.find(s.type());
+    auto n = static_cast<uint32_t>(replicas_of(s));
+    for (uint32_t r = 0; r < n; ++r) {
+      stage_setup setup;
+      setup.info.name = s.name();
+      setup.info.type = s.type();
+      setup.info.replica = r;
+      setup.info.replicas = n;
+      setup.info.seed = static_cast<uint64_t>(spec.runtime().seed());
+      try {
+        setup.logic = type->make(setup.info, s);
+      } catch (const std::exception& ex) {
+        kill_spawned();
+        throw std::runtime_error("stage " + setup.info.label()
+                                 + ": cannot create: " + ex.what());
+      }
+      setup.coordinator = result.coordinator_;
+      setup.metrics_interval = interval;
+      setup.blocking = s.has_blocking() ? s.blocking() : type->blocking;
+      labels.push_back(setup.info.label());
+      auto handle = spawn_stage(sys, std::move(setup));
+      if (type->kind == stage_kind::source)
+        sources.push_back(handle);
+      handles.push_back(handle);
+      replicas[i].push_back(handle);
+    }
+  }
+  caf::anon_send(result.coordinator_, start_atom::value, handles, labels,
+                 sources);
+
+  // Wire the edges: every producer replica to every consumer replica.
+  std::map<std::string, int> index;
+  for (int i = 0; i < spec.stage_size(); ++i)
+    index[spec.stage(i).name()] = i;
+  std::vector<std::vector<wiring>> per_replica(spec.stage_size());
+  for (int i = 0; i < spec.stage_size(); ++i)
+    per_replica[i].resize(replicas[i].size());
+  for (int i = 0; i < spec.stage_size(); ++i) {
+    auto& s = spec.stage(i);
+    for (auto& in : s.input()) {
+      int p = index.at(in.stage());
+      for (size_t pr = 0; pr < replicas[p].size(); ++pr) {
+        auto pname = in.stage() + "[" + std::to_string(pr) + "]";
+        for (size_t cr = 0; cr < replicas[i].size(); ++cr) {
+          auto cname = s.name() + "[" + std::to_string(cr) + "]";
+          per_replica[i][cr].upstreams.push_back(upstream_edge{
+            replicas[p][pr], pname, static_cast<uint64_t>(window_of(in)),
+            static_cast<uint64_t>(in.byte_budget())});
+          per_replica[p][pr].downstreams.push_back(
+            downstream_edge{replicas[i][cr], cname});
+        }
+      }
+    }
+  }
+  for (int i = 0; i < spec.stage_size(); ++i)
+    for (size_t r = 0; r < replicas[i].size(); ++r)
+      caf::anon_send(replicas[i][r], wire_atom::value, per_replica[i][r]);
+  return result;
+}
+
+void job::stop() const {
+  caf::anon_send(coordinator_, stop_atom::value);
+}
+
+void job::abort(const std::string& reason) const {
+  caf::anon_send(coordinator_, abort_atom::value, reason);
+}
+
+run_result job::wait() {
+  return result_.get();
+}
+
+std::optional<run_result> job::wait_for(std::chrono::milliseconds timeout) {
+  if (result_.wait_for(timeout) != std::future_status::ready)
+    return std::nullopt;
+  return result_.get();
+}
+
+} // namespace af

@@ -1,0 +1,74 @@
+// Running a validated topology: spawn every stage replica in an
+// actor_system, wire the edges, and supervise the run with a coordinator
+// actor until the stream ends, a stage fails, or the job is stopped.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "runtime/registry.hpp"
+#include "runtime/stage_stats.hpp"
+#include "runtime/topology.hpp"
+
+namespace af {
+
+/// What the coordinator knows at a moment of the run.
+struct job_progress {
+  double elapsed_s = 0;
+  /// Totals over the replicas of sink stages (what reached the end).
+  uint64_t items = 0;
+  uint64_t records = 0;
+  uint64_t bytes = 0;
+  /// Latest report of every replica that has reported.
+  std::vector<stage_stats> stages;
+};
+
+struct run_result {
+  bool ok = false;
+  /// The job was stopped early (stop()) and drained.
+  bool stopped = false;
+  /// One line: which stage failed and why. Empty when ok.
+  std::string error;
+  job_progress final;
+};
+
+struct job_options {
+  /// Called on the coordinator's thread every `progress_interval`.
+  std::function<void(const job_progress&)> on_progress;
+  std::chrono::milliseconds progress_interval{500};
+};
+
+class job {
+public:
+  /// Spawns and wires the graph. Throws std::runtime_error naming the stage
+  /// when a stage's factory fails.
+  static job start(caf::actor_system& sys, const loaded_topology& topo,
+                   const registry& reg, job_options opts = {});
+
+  /// Ends the sources early; everything in flight drains, then the job ends
+  /// with result.stopped set.
+  void stop() const;
+  /// Kills every stage at once; the job ends with `reason` as its error.
+  void abort(const std::string& reason) const;
+  /// Blocks until the job ended.
+  run_result wait();
+  /// Waits at most `timeout`; nullopt if the job is still running.
+  std::optional<run_result> wait_for(std::chrono::milliseconds timeout);
+
+  const caf::actor& coordinator() const noexcept { return coordinator_; }
+
+private:
+  caf::actor coordinator_;
+  std::shared_future<run_result> result_;
+};
+
+} // namespace af

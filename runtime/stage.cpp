@@ -1,0 +1,460 @@
+#include "runtime/stage.hpp"
+
+#include <deque>
+#include <exception>
+#include <stdexcept>
+#include <utility>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/sec.hpp>
+#include <caf/skip.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/system_messages.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include "runtime/credit.hpp"
+#include "runtime/stage_stats.hpp"
+#include "runtime/stream.hpp"
+
+namespace af {
+
+emitter::~emitter() = default;
+stage_logic::~stage_logic() = default;
+
+bool stage_logic::produce(emitter&) {
+  return false;
+}
+
+void stage_logic::process(batch&&, emitter&) {
+}
+
+void stage_logic::end_of_epoch(uint64_t, emitter&) {
+}
+
+void stage_logic::finish(emitter&) {
+}
+
+std::string stage_info::label() const {
+  return name + "[" + std::to_string(replica) + "]";
+}
+
+namespace {
+
+using produce_atom = caf::atom_constant<caf::atom("af_prod")>;
+using tick_atom = caf::atom_constant<caf::atom("af_tick")>;
+
+using clock_type = std::chrono::steady_clock;
+
+// A source pushes at most this many items per message it handles, so that a
+// fast source on a shared scheduler thread yields to other actors.
+constexpr int produce_burst = 16;
+
+struct input_event {
+  enum kind_type { item, epoch_end, stream_end } kind;
+  size_t edge;
+  batch value;
+  uint64_t epoch = 0;
+};
+
+struct output_event {
+  enum kind_type { item, epoch_end, stream_end } kind;
+  batch value;
+  uint64_t epoch = 0;
+};
+
+struct stage_state : emitter {
+
+  stage_setup setup;
+  std::string label;
+  inbound in;
+  outbound out;
+  std::deque<input_event> inputs;
+  std::deque<output_event> outputs;
+  bool source = false;
+  bool produce_scheduled = false;
+  bool source_done = false;
+  bool finished = false;  // finish() ran, end_of_stream is queued
+  bool failed = false;    // a stream_error was raised or received
+  stage_stats stats;
+  clock_type::time_point since = clock_type::now();
+  bool waiting_for_credit = false;
+
+  void push(batch item) override {
+    if (out.empty())
+      throw std::logic_error("stage pushed an item but has no consumer");
+    outputs.push_back(output_event{output_event::item, std::move(item), 0});
+  }
+
+  void end_epoch(uint64_t epoch) override {
+    outputs.push_back(output_event{output_event::epoch_end, batch{}, epoch});
+  }
+};
+
+using stage_actor = caf::stateful_actor<stage_state>;
+
+stage_stats snapshot(stage_state& st) {
+  auto result = st.stats;
+  result.out_edges = st.out.stats();
+  return result;
+}
+
+void report_error(stage_actor* self, const stream_error& err) {
+  auto& st = self->state;
+  st.failed = true;
+  if (st.setup.coordinator)
+    self->send(st.setup.coordinator, err);
+  for (auto& e : st.out.edges())
+    self->send(e.peer, err);
+}
+
+// Fails this replica: reports, then exits with the cause as exit reason.
+void fail(stage_actor* self, const std::string& cause) {
+  auto& st = self->state;
+  if (st.failed)
+    return;
+  spdlog::error("{}: {}", st.label, cause);
+  report_error(self, stream_error{st.label, cause});
+  st.inputs.clear();
+  st.outputs.clear();
+  self->quit(caf::make_error(caf::sec::runtime_error, st.label + ": " + cause));
+}
+
+// Sends queued outputs in order while consumers have credit. An item goes to
+// the consumer with the most unused credit; markers go to every consumer.
+void flush_outputs(stage_actor* self) {
+  auto& st = self->state;
+  while (!st.outputs.empty()) {
+    auto& ev = st.outputs.front();
+    if (ev.kind == output_event::item) {
+      if (st.out.empty()) {
+        fail(self, "every consumer of this stage is gone; "
+                   + std::to_string(st.outputs.size())
+                   + " items cannot be delivered");
+        return;
+      }
+      auto bytes = ev.value.byte_size();
+      auto* e = st.out.pick(bytes);
+      if (e == nullptr)
+        return; // wait for credit
+      ++st.stats.items_out;
+      st.stats.records_out += static_cast<uint64_t>(ev.value.records());
+      st.stats.bytes_out += bytes;
+      st.out.sent(*e, bytes);
+      self->send(e->peer, std::move(ev.value));
+    } else if (ev.kind == output_event::epoch_end) {
+      for (auto& e : st.out.edges())
+        self->send(e.peer, end_of_epoch_atom::value, ev.epoch);
+    } else {
+      for (auto& e : st.out.edges())
+        self->send(e.peer, end_of_stream_atom::value);
+    }
+    st.outputs.pop_front();
+  }
+}
+
+void send_credit(stage_actor* self, inbound::edge& e) {
+  auto [items, bytes] = self->state.in.take_credit(e);
+  if (items > 0 && !e.ended)
+    self->send(e.peer, demand_atom::value, items, bytes);
+}
+
+// Runs one queued input through the stage.
+void handle_input(stage_actor* self) {
+  auto& st = self->state;
+  auto ev = std::move(st.inputs.front());
+  st.inputs.pop_front();
+  auto& edge = st.in.edges()[ev.edge];
+  switch (ev.kind) {
+    case input_event::item: {
+      auto bytes = ev.value.byte_size();
+      ++st.stats.items_in;
+      st.stats.records_in += static_cast<uint64_t>(ev.value.records());
+      st.stats.bytes_in += bytes;
+      st.setup.logic->process(std::move(ev.value), st);
+      if (st.in.consumed(edge, bytes, false))
+        send_credit(self, edge);
+      break;
+    }
+    case input_event::epoch_end:
+      for (auto epoch : st.in.end_epoch(edge, ev.epoch)) {
+        st.setup.logic->end_of_epoch(epoch, st);
+        st.end_epoch(epoch);
+      }
+      break;
+    case input_event::stream_end:
+      edge.ended = true;
+      // Inputs that are still running may now complete an epoch.
+      for (auto epoch : st.in.end_epoch(edge, edge.epochs_ended)) {
+        st.setup.logic->end_of_epoch(epoch, st);
+        st.end_epoch(epoch);
+      }
+      break;
+  }
+}
+
+bool source_has_credit(stage_state& st) {
+  for (auto& e : st.out.edges())
+    if (e.can_take(0))
+      return true;
+  return false;
+}
+
+void finish_and_exit(stage_actor* self) {
+  auto& st = self->state;
+  if (st.setup.coordinator)
+    self->send(st.setup.coordinator, done_atom::value, snapshot(st));
+  self->quit();
+}
+
+// The stage's main loop, run after every message: send what can be sent,
+// process what is queued while nothing waits for credit, let a source
+// produce, and finish once every input has ended.
+void pump(stage_actor* self) {
+  auto& st = self->state;
+  int produced = 0;
+  try {
+    for (;;) {
+      if (st.failed)
+        return;
+      flush_outputs(self);
+      if (st.failed)
+        return;
+      if (!st.outputs.empty())
+        break;
+      if (!st.inputs.empty()) {
+        handle_input(self);
+        continue;
+      }
+      if (st.source && !st.source_done) {
+        if (!source_has_credit(st))
+          break;
+        if (produced++ == produce_burst) {
+          if (!st.produce_scheduled) {
+            st.produce_scheduled = true;
+            self->send(self, produce_atom::value);
+          }
+          break;
+        }
+        if (!st.setup.logic->produce(st))
+          st.source_done = true;
+        continue;
+      }
+      bool inputs_done = st.source ? st.source_done : st.in.all_ended();
+      if (inputs_done && !st.finished) {
+        st.setup.logic->finish(st);
+        st.outputs.push_back(
+          output_event{output_event::stream_end, batch{}, 0});
+        st.finished = true;
+        continue;
+      }
+      if (st.finished) {
+        finish_and_exit(self);
+        return;
+      }
+      break;
+    }
+  } catch (const std::exception& ex) {
+    fail(self, ex.what());
+    return;
+  }
+  // Idle: hand back every bit of credit we hold so no producer waits on us.
+  if (st.inputs.empty())
+    for (auto& e : st.in.edges())
+      if (e.done_items > 0)
+        send_credit(self, e);
+  st.waiting_for_credit = !st.outputs.empty()
+                          || (st.source && !st.source_done);
+}
+
+// Time accounting around every message: the gap since the last message is
+// waiting (for credit or for input), the handler itself is busy time.
+template <class F>
+void on_message(stage_actor* self, F&& f) {
+  auto& st = self->state;
+  auto start = clock_type::now();
+  std::chrono::duration<double> gap = start - st.since;
+  if (st.waiting_for_credit)
+    st.stats.wait_credit_s += gap.count();
+  else
+    st.stats.wait_input_s += gap.count();
+  f();
+  if (!self->getf(caf::abstract_actor::is_terminated_flag)) {
+    pump(self);
+  }
+  st.since = clock_type::now();
+  std::chrono::duration<double> busy = st.since - start;
+  st.stats.busy_s += busy.count();
+}
+
+inbound::edge* sender_edge(stage_actor* self) {
+  return self->state.in.find(
+    caf::actor_cast<caf::actor_control_block*>(self->current_sender()));
+}
+
+caf::behavior running(stage_actor* self) {
+  return {
+    [=](batch& item) {
+      on_message(self, [&] {
+        auto& st = self->state;
+        if (st.failed)
+          return;
+        auto* e = sender_edge(self);
+        if (e == nullptr)
+          return; // not one of our inputs: ignore stray items
+        st.in.received(*e);
+        size_t idx = static_cast<size_t>(e - st.in.edges().data());
+        st.inputs.push_back(
+          input_event{input_event::item, idx, std::move(item), 0});
+      });
+    },
+    [=](end_of_epoch_atom, uint64_t epoch) {
+      on_message(self, [&] {
+        auto& st = self->state;
+        if (auto* e = sender_edge(self)) {
+          size_t idx = static_cast<size_t>(e - st.in.edges().data());
+          st.inputs.push_back(
+            input_event{input_event::epoch_end, idx, batch{}, epoch});
+        }
+      });
+    },
+    [=](end_of_stream_atom) {
+      on_message(self, [&] {
+        auto& st = self->state;
+        if (auto* e = sender_edge(self)) {
+          e->eos_received = true;
+          size_t idx = static_cast<size_t>(e - st.in.edges().data());
+          st.inputs.push_back(
+            input_event{input_event::stream_end, idx, batch{}, 0});
+        }
+      });
+    },
+    [=](open_atom, uint64_t window, uint64_t byte_budget) {
+      on_message(self, [&] {
+        auto id = caf::actor_cast<caf::actor_control_block*>(
+          self->current_sender());
+        self->state.out.open(id, window, byte_budget);
+      });
+    },
+    [=](demand_atom, uint64_t items, uint64_t bytes) {
+      on_message(self, [&] {
+        auto id = caf::actor_cast<caf::actor_control_block*>(
+          self->current_sender());
+        self->state.out.credit(id, items, bytes);
+      });
+    },
+    [=](produce_atom) {
+      on_message(self, [&] { self->state.produce_scheduled = false; });
+    },
+    [=](stop_atom) {
+      on_message(self, [&] {
+        auto& st = self->state;
+        if (st.source && !st.source_done) {
+          spdlog::info("{}: stopping early on request", st.label);
+          st.source_done = true;
+        }
+      });
+    },
+    [=](const stream_error& err) {
+      // Failure reports travel downstream with the data; the coordinator
+      // already has it from the origin and will shut the job down.
+      auto& st = self->state;
+      if (st.failed)
+        return;
+      st.failed = true;
+      st.inputs.clear();
+      st.outputs.clear();
+      for (auto& e : st.out.edges())
+        self->send(e.peer, err);
+    },
+    [=](tick_atom) {
+      auto& st = self->state;
+      if (st.setup.coordinator)
+        self->send(st.setup.coordinator, stats_atom::value, snapshot(st));
+      self->delayed_send(self, st.setup.metrics_interval, tick_atom::value);
+    },
+  };
+}
+
+void on_down(stage_actor* self, caf::down_msg& dm) {
+  on_message(self, [&] {
+    auto& st = self->state;
+    if (st.failed)
+      return;
+    auto id = caf::actor_cast<caf::actor_control_block*>(dm.source);
+    if (st.setup.coordinator && id == id_of(st.setup.coordinator)) {
+      // Nobody is left to report to or to shut us down.
+      self->quit(dm.reason);
+      return;
+    }
+    if (auto* e = st.in.find(id)) {
+      if (!e->eos_received) {
+        auto reason = dm.reason ? caf::to_string(dm.reason)
+                                : std::string{"exited"};
+        fail(self, "input from '" + e->name + "' went down before its end "
+                   "of stream: " + reason);
+      }
+      return;
+    }
+    for (auto& e : st.out.edges())
+      if (e.id == id) {
+        auto name = e.stats.peer;
+        auto lost = st.out.remove(id);
+        if (lost > 0 || dm.reason)
+          spdlog::warn("{}: consumer '{}' went down ({}); {} items in flight "
+                       "to it were lost, its credit is returned",
+                       st.label, name,
+                       dm.reason ? caf::to_string(dm.reason) : "exited", lost);
+        return;
+      }
+  });
+}
+
+caf::behavior stage_main(stage_actor* self, stage_setup setup) {
+  auto& st = self->state;
+  st.label = setup.info.label();
+  st.stats.stage = st.label;
+  st.stats.stage_name = setup.info.name;
+  st.stats.replica = setup.info.replica;
+  st.setup = std::move(setup);
+  self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
+  // Until wired, keep every other message (items, credit, markers from
+  // faster peers) in the mailbox.
+  self->set_default_handler(caf::skip);
+  return {
+    [=](wire_atom, const wiring& w) {
+      auto& st = self->state;
+      for (auto& u : w.upstreams) {
+        st.in.add(u.peer, u.name, u.window, u.byte_budget);
+        self->monitor(u.peer);
+        self->send(u.peer, open_atom::value, u.window, u.byte_budget);
+      }
+      for (auto& d : w.downstreams) {
+        st.out.add(d.peer, d.name);
+        self->monitor(d.peer);
+      }
+      st.source = w.upstreams.empty();
+      st.stats.is_sink = w.downstreams.empty();
+      if (st.setup.coordinator) {
+        self->monitor(st.setup.coordinator);
+        self->delayed_send(self, st.setup.metrics_interval, tick_atom::value);
+      }
+      self->set_default_handler(caf::print_and_drop);
+      self->become(running(self));
+      st.since = clock_type::now();
+      pump(self);
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_stage(caf::actor_system& sys, stage_setup setup) {
+  if (setup.blocking)
+    return sys.spawn<caf::detached>(stage_main, std::move(setup));
+  return sys.spawn(stage_main, std::move(setup));
+}
+
+} // namespace af

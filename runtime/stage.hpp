@@ -1,0 +1,88 @@
+// A stage: the piece of user (or built-in) code that runs inside one stage
+// replica actor. The runtime owns the actor, the edges, the credit and the
+// shutdown; a stage only says what to do with one item.
+//
+//   class my_stage : public af::stage_logic {
+//     void process(af::batch&& in, af::emitter& out) override {
+//       out.push(transform(std::move(in)));
+//     }
+//   };
+//
+// Rules:
+// - produce/process/end_of_epoch/finish run one at a time on the replica's
+//   actor; no locking needed inside a stage.
+// - A stage that blocks (file I/O, long BLAS or GPU calls) is spawned
+//   `blocking` (a detached actor with its own thread), so that it never stalls
+//   CAF's scheduler. Other stages keep each call short.
+// - Throwing std::exception from any of them fails the replica: its message
+//   becomes a stream_error with the replica's name that ends the job.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "runtime/batch.hpp"
+
+namespace af {
+
+/// Where a stage's output goes. Pushed items are queued and sent as the
+/// consumers' credit allows; the runtime does not call process() again while
+/// output is still queued, so a stage's own buffering stays bounded.
+class emitter {
+public:
+  virtual ~emitter();
+  virtual void push(batch item) = 0;
+  /// Sources: ends epoch `epoch` after every item pushed so far. Other
+  /// stages need not call it: the runtime forwards end_of_epoch itself.
+  virtual void end_epoch(uint64_t epoch) = 0;
+};
+
+/// Identity of one replica, handed to the stage's factory.
+struct stage_info {
+  std::string name;  // stage name from the topology
+  std::string type;  // registered type
+  uint32_t replica = 0;
+  uint32_t replicas = 1;
+  uint64_t seed = 0;
+  /// "name[replica]", how logs and errors name the replica.
+  std::string label() const;
+};
+
+class stage_logic {
+public:
+  virtual ~stage_logic();
+  /// Sources only: push at most a few items and return true, or return
+  /// false once the stream is complete. Called whenever a consumer has
+  /// credit and nothing is queued.
+  virtual bool produce(emitter& out);
+  /// Consumes one item.
+  virtual void process(batch&& item, emitter& out);
+  /// Epoch `epoch` ended on every input; called before the runtime forwards
+  /// the marker (a batcher flushes its remainder here).
+  virtual void end_of_epoch(uint64_t epoch, emitter& out);
+  /// Every input ended (or a source returned false / was stopped); last
+  /// chance to push before end_of_stream goes downstream.
+  virtual void finish(emitter& out);
+};
+
+struct stage_setup {
+  stage_info info;
+  std::shared_ptr<stage_logic> logic;
+  /// Receives stats, done and stream_error messages.
+  caf::actor coordinator;
+  std::chrono::milliseconds metrics_interval{500};
+  /// Give the replica its own thread (caf::detached).
+  bool blocking = false;
+};
+
+/// Spawns one stage replica. It waits for its (wire_atom, wiring) message,
+/// then runs the stream protocol of runtime/stream.hpp until its stream ends,
+/// it fails, or it is killed.
+caf::actor spawn_stage(caf::actor_system& sys, stage_setup setup);
+
+} // namespace af

@@ -1,0 +1,60 @@
+// Counters every stage replica keeps and reports to its coordinator: the
+// protocol's own view of each edge (tests assert on these) and where the
+// replica's time went.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+
+namespace af {
+
+/// The producer's side of one outgoing edge.
+struct edge_stats {
+  std::string peer;
+  uint64_t window = 0;
+  uint64_t byte_budget = 0;
+  uint64_t items_sent = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t max_in_flight_items = 0;
+  uint64_t max_in_flight_bytes = 0;
+  uint64_t lost_items = 0;  // in flight when the peer went down
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, edge_stats& x) {
+  return f(caf::meta::type_name("af::edge_stats"), x.peer, x.window,
+           x.byte_budget, x.items_sent, x.bytes_sent, x.max_in_flight_items,
+           x.max_in_flight_bytes, x.lost_items);
+}
+
+struct stage_stats {
+  std::string stage;  // "name[replica]"
+  std::string stage_name;
+  uint32_t replica = 0;
+  bool is_sink = false;
+  uint64_t items_in = 0;
+  uint64_t records_in = 0;
+  uint64_t bytes_in = 0;
+  uint64_t items_out = 0;
+  uint64_t records_out = 0;
+  uint64_t bytes_out = 0;
+  // Seconds spent in the stage's own code, waiting for input (nothing to
+  // do), and waiting for credit (output ready, no consumer can take it).
+  double busy_s = 0;
+  double wait_input_s = 0;
+  double wait_credit_s = 0;
+  std::vector<edge_stats> out_edges;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_stats& x) {
+  return f(caf::meta::type_name("af::stage_stats"), x.stage, x.stage_name,
+           x.replica, x.is_sink, x.items_in, x.records_in, x.bytes_in,
+           x.items_out, x.records_out, x.bytes_out, x.busy_s, x.wait_input_s,
+           x.wait_credit_s, x.out_edges);
+}
+
+} // namespace af

@@ -1,0 +1,93 @@
+// The stream protocol: every message that travels on an edge or between a
+// stage and its coordinator. docs/stream-protocol.md is the specification;
+// this header is its vocabulary.
+//
+//   consumer -> producer   (open_atom, window, byte_budget)   initial credit
+//   consumer -> producer   (demand_atom, items, bytes)        credit returned
+//   producer -> consumer   af::batch                          one item
+//   producer -> consumer   (end_of_epoch_atom, epoch)         after the epoch
+//   producer -> consumer   (end_of_stream_atom)               nothing follows
+//   any      -> consumer   af::stream_error                   failure report
+//   coordinator -> stage   (wire_atom, af::wiring)            edges to use
+//   coordinator -> source  (stop_atom)                        end early
+//   stage -> coordinator   (stats_atom, af::stage_stats)      periodic
+//   stage -> coordinator   (done_atom, af::stage_stats)       before exiting
+//
+// Invariants (checked by tests/runtime):
+//   - a producer never has more than `window` items, nor (when a budget is
+//     set) more than `byte_budget` payload bytes, unacknowledged on an edge;
+//     an item larger than the whole budget is sent only when nothing else is
+//     in flight on that edge, so it cannot deadlock;
+//   - markers and items on one edge arrive in the order sent (CAF keeps
+//     per-sender FIFO order), so end_of_stream follows the last item;
+//   - a consumer forwards end_of_epoch(e) once every live input reached e,
+//     and end_of_stream once every input ended and its work is drained.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/atom.hpp>
+#include <caf/meta/type_name.hpp>
+
+namespace af {
+
+using open_atom = caf::atom_constant<caf::atom("af_open")>;
+using demand_atom = caf::atom_constant<caf::atom("af_demand")>;
+using end_of_epoch_atom = caf::atom_constant<caf::atom("af_eoe")>;
+using end_of_stream_atom = caf::atom_constant<caf::atom("af_eos")>;
+using wire_atom = caf::atom_constant<caf::atom("af_wire")>;
+using stop_atom = caf::atom_constant<caf::atom("af_stop")>;
+using stats_atom = caf::atom_constant<caf::atom("af_stats")>;
+using done_atom = caf::atom_constant<caf::atom("af_done")>;
+
+/// A failure report. `stage` is the stage replica where it began ("decode[1]")
+/// and stays unchanged while the report travels downstream.
+struct stream_error {
+  std::string stage;
+  std::string cause;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stream_error& x) {
+  return f(caf::meta::type_name("af::stream_error"), x.stage, x.cause);
+}
+
+/// One input edge of a stage replica, as the coordinator wires it.
+struct upstream_edge {
+  caf::actor peer;
+  std::string name;          // producer replica, e.g. "reader[0]"
+  uint64_t window = 8;       // items in flight, >= 1
+  uint64_t byte_budget = 0;  // payload bytes in flight, 0 = unlimited
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, upstream_edge& x) {
+  return f(caf::meta::type_name("af::upstream_edge"), x.peer, x.name, x.window,
+           x.byte_budget);
+}
+
+struct downstream_edge {
+  caf::actor peer;
+  std::string name;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, downstream_edge& x) {
+  return f(caf::meta::type_name("af::downstream_edge"), x.peer, x.name);
+}
+
+/// Everything a stage replica needs to know about its edges.
+struct wiring {
+  std::vector<upstream_edge> upstreams;
+  std::vector<downstream_edge> downstreams;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, wiring& x) {
+  return f(caf::meta::type_name("af::wiring"), x.upstreams, x.downstreams);
+}
+
+} // namespace af

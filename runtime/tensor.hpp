@@ -1,0 +1,135 @@
+// af::tensor: a typed, shaped view of a shared, immutable byte buffer.
+//
+// Ownership: a tensor holds a shared_ptr<const buffer>. Copying a tensor (or a
+// batch, or a CAF message holding one) shares the buffer; the payload is
+// never copied between local actors. A buffer is written once, by whoever
+// creates it through `tensor::allocate` + `mutable_data()` before the tensor
+// is shared, and is read-only afterwards.
+//
+// Serialization: tensors cross hosts through CAF's binary serializer as
+// dtype, shape and then the payload as one raw block (one bulk copy), never
+// element by element. Deserialization checks that the payload size matches
+// dtype x shape and that the bytes are actually present before allocating.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <caf/deserializer.hpp>
+#include <caf/error.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/sec.hpp>
+#include <caf/serializer.hpp>
+
+namespace af {
+
+enum class dtype : uint8_t { u8 = 0, i32, i64, f16, f32, f64, bytes };
+
+/// Bytes per element; 1 for `bytes` (opaque byte strings, e.g. encoded JPEG).
+size_t dtype_size(dtype t) noexcept;
+/// "u8", "i32", ... ; "?" for values outside the enum.
+const char* dtype_name(dtype t) noexcept;
+/// Whether `raw` is a valid dtype value (used when deserializing).
+bool dtype_valid(uint8_t raw) noexcept;
+
+/// A 64-byte aligned, fixed-size block of bytes.
+class buffer {
+public:
+  explicit buffer(size_t size);
+  ~buffer();
+  buffer(const buffer&) = delete;
+  buffer& operator=(const buffer&) = delete;
+
+  size_t size() const noexcept { return size_; }
+  const std::byte* data() const noexcept { return data_; }
+  std::byte* data() noexcept { return data_; }
+
+private:
+  std::byte* data_;
+  size_t size_;
+};
+
+class tensor {
+public:
+  using shape_type = std::vector<int64_t>;
+
+  /// An empty u8 tensor of shape {0}.
+  tensor();
+
+  /// Allocates an uninitialised tensor. Fill it through mutable_data()
+  /// before sharing it. Throws std::invalid_argument on a negative dimension
+  /// or a byte size that overflows.
+  static tensor allocate(dtype t, shape_type shape);
+
+  /// Wraps an existing buffer; its size must equal dtype x shape (throws
+  /// std::invalid_argument otherwise).
+  tensor(dtype t, shape_type shape, std::shared_ptr<const buffer> buf);
+
+  dtype type() const noexcept { return type_; }
+  const shape_type& shape() const noexcept { return shape_; }
+  /// Number of elements (product of the shape; 1 for a scalar).
+  int64_t elements() const noexcept;
+  /// Payload size in bytes.
+  size_t byte_size() const noexcept { return buf_ ? buf_->size() : 0; }
+  /// First dimension, or 1 for a scalar.
+  int64_t rows() const noexcept { return shape_.empty() ? 1 : shape_[0]; }
+
+  const std::byte* data() const noexcept {
+    return buf_ ? buf_->data() : nullptr;
+  }
+  template <class T>
+  const T* data_as() const noexcept {
+    return reinterpret_cast<const T*>(data());
+  }
+  /// Writable payload. Only valid while this tensor is the buffer's sole
+  /// owner (right after allocate); throws std::logic_error otherwise.
+  std::byte* mutable_data();
+  template <class T>
+  T* mutable_data_as() {
+    return reinterpret_cast<T*>(mutable_data());
+  }
+
+  const std::shared_ptr<const buffer>& storage() const noexcept {
+    return buf_;
+  }
+
+  /// Byte size of dtype x shape, or an error string on negative or
+  /// overflowing dimensions.
+  static bool byte_size_of(dtype t, const shape_type& shape, size_t& out);
+
+private:
+  template <class Inspector>
+  friend typename Inspector::result_type inspect(Inspector& f, tensor& x);
+
+  caf::error save(caf::serializer& sink) const;
+  caf::error load(caf::deserializer& source);
+
+  dtype type_;
+  shape_type shape_;
+  std::shared_ptr<const buffer> buf_;
+};
+
+/// Structural equality: dtype, shape and payload bytes.
+bool operator==(const tensor& a, const tensor& b);
+inline bool operator!=(const tensor& a, const tensor& b) { return !(a == b); }
+
+std::string to_string(const tensor& x);
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tensor& x) {
+  if constexpr (std::is_base_of<caf::serializer, Inspector>::value) {
+    return x.save(f);
+  } else if constexpr (std::is_base_of<caf::deserializer, Inspector>::value) {
+    return x.load(f);
+  } else {
+    // Stringification and other read-only inspectors: a summary, no payload.
+    auto summary = to_string(x);
+    return f(caf::meta::type_name("af::tensor"), summary);
+  }
+}
+
+} // namespace af

@@ -1,0 +1,383 @@
+#include "runtime/topology.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sys/stat.h>
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+namespace af {
+
+namespace pb = google::protobuf;
+
+std::string topology_error::to_string() const {
+  if (line > 0)
+    return file + ":" + std::to_string(line) + ": " + message;
+  return file + ": " + message;
+}
+
+int64_t replicas_of(const topology::Stage& s) {
+  return s.has_replicas() ? s.replicas() : default_replicas;
+}
+
+int64_t window_of(const topology::Input& in) {
+  return in.has_window() ? in.window() : default_window;
+}
+
+namespace {
+
+class collector : public pb::io::ErrorCollector {
+public:
+  collector(std::string file, std::vector<topology_error>& errors)
+    : file_(std::move(file)), errors_(errors) {
+  }
+
+  void AddError(int line, pb::io::ColumnNumber column,
+                const std::string& message) override {
+    errors_.push_back(topology_error{
+      file_, line + 1,
+      "column " + std::to_string(column + 1) + ": " + message});
+  }
+
+  void AddWarning(int, pb::io::ColumnNumber, const std::string&) override {
+  }
+
+private:
+  std::string file_;
+  std::vector<topology_error>& errors_;
+};
+
+// Line lookups in the parse tree (0-based there, 1-based here). Falls back
+// to the enclosing element's line when a field was not written explicitly.
+int line_of(const pb::TextFormat::ParseInfoTree* tree,
+            const pb::FieldDescriptor* field, int index, int fallback) {
+  if (tree == nullptr)
+    return fallback;
+  auto loc = tree->GetLocation(field, index);
+  return loc.line >= 0 ? loc.line + 1 : fallback;
+}
+
+class validator {
+public:
+  validator(const std::string& file, const topology::Topology& spec,
+            const pb::TextFormat::ParseInfoTree& tree, const registry& reg,
+            std::vector<topology_error>& errors)
+    : file_(file), spec_(spec), tree_(tree), reg_(reg), errors_(errors) {
+  }
+
+  loaded_topology run() {
+    auto* topo_desc = topology::Topology::descriptor();
+    auto* stage_field = topo_desc->FindFieldByName("stage");
+    loaded_topology result;
+    result.file = file_;
+    if (spec_.stage_size() == 0)
+      error(1, "the topology defines no stage");
+    for (int i = 0; i < spec_.stage_size(); ++i)
+      result.stage_line.push_back(line_of(&tree_, stage_field, i, 1));
+    lines_ = result.stage_line;
+    check_names();
+    check_stages();
+    check_edges();
+    result.order = check_cycles();
+    check_runtime();
+    return result;
+  }
+
+private:
+  void error(int line, std::string message) {
+    errors_.push_back(topology_error{file_, line, std::move(message)});
+  }
+
+  const pb::TextFormat::ParseInfoTree* stage_tree(int i) const {
+    auto* f = topology::Topology::descriptor()->FindFieldByName("stage");
+    return tree_.GetTreeForNested(f, i);
+  }
+
+  int field_line(int stage, const char* name, int index = -1) const {
+    auto* f = topology::Stage::descriptor()->FindFieldByName(name);
+    return line_of(stage_tree(stage), f, index, lines_[stage]);
+  }
+
+  int input_field_line(int stage, int input, const char* name) const {
+    auto* in_field = topology::Stage::descriptor()->FindFieldByName("input");
+    auto* st = stage_tree(stage);
+    auto fallback = field_line(stage, "input", input);
+    auto* sub = st ? st->GetTreeForNested(in_field, input) : nullptr;
+    auto* f = topology::Input::descriptor()->FindFieldByName(name);
+    return line_of(sub, f, -1, fallback);
+  }
+
+  void check_names() {
+    for (int i = 0; i < spec_.stage_size(); ++i) {
+      auto& s = spec_.stage(i);
+      if (s.name().empty()) {
+        error(lines_[i], "stage has no name");
+        continue;
+      }
+      auto valid_char = [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_'
+               || c == '-' || c == '.';
+      };
+      if (!std::all_of(s.name().begin(), s.name().end(), valid_char))
+        error(field_line(i, "name"),
+              "stage name '" + s.name()
+                + "' may only contain letters, digits, '_', '-' and '.'");
+      auto [it, inserted] = index_.emplace(s.name(), i);
+      if (!inserted)
+        error(field_line(i, "name"),
+              "duplicate stage name '" + s.name() + "' (first defined on line "
+                + std::to_string(lines_[it->second]) + ")");
+    }
+  }
+
+  void check_stages() {
+    for (int i = 0; i < spec_.stage_size(); ++i) {
+      auto& s = spec_.stage(i);
+      if (replicas_of(s) < 1)
+        error(field_line(i, "replicas"),
+              "stage '" + s.name() + "': replicas must be >= 1, got "
+                + std::to_string(s.replicas()));
+      if (s.type().empty()) {
+        error(lines_[i], "stage '" + s.name() + "' has no type");
+        continue;
+      }
+      auto* type = reg_.find(s.type());
+      if (type == nullptr) {
+        std::string known;
+        for (auto* t : reg_.list())
+          known += (known.empty() ? "" : ", ") + t->name;
+        error(field_line(i, "type"), "stage '" + s.name()
+                                       + "': unknown stage type '" + s.type()
+                                       + "' (known types: " + known + ")");
+        continue;
+      }
+      if (type->check) {
+        auto msg = type->check(s);
+        if (!msg.empty())
+          error(lines_[i], "stage '" + s.name() + "' (" + s.type()
+                             + "): " + msg);
+      }
+    }
+  }
+
+  void check_edges() {
+    consumers_.assign(spec_.stage_size(), {});
+    for (int i = 0; i < spec_.stage_size(); ++i) {
+      auto& s = spec_.stage(i);
+      std::map<std::string, int> seen;
+      for (int j = 0; j < s.input_size(); ++j) {
+        auto& in = s.input(j);
+        auto line = field_line(i, "input", j);
+        if (window_of(in) < 1)
+          error(input_field_line(i, j, "window"),
+                "stage '" + s.name() + "': window of input '" + in.stage()
+                  + "' must be >= 1, got " + std::to_string(in.window()));
+        if (in.byte_budget() < 0)
+          error(input_field_line(i, j, "byte_budget"),
+                "stage '" + s.name() + "': byte_budget of input '" + in.stage()
+                  + "' must be >= 0 (0 = unlimited)");
+        auto it = index_.find(in.stage());
+        if (in.stage().empty()) {
+          error(line, "stage '" + s.name() + "': input names no stage");
+          continue;
+        }
+        if (it == index_.end()) {
+          error(line, "stage '" + s.name() + "': input '" + in.stage()
+                        + "' names a stage that does not exist");
+          continue;
+        }
+        if (!seen.emplace(in.stage(), j).second)
+          error(line, "stage '" + s.name() + "' lists input '" + in.stage()
+                        + "' twice");
+        consumers_[it->second].push_back(i);
+      }
+    }
+    for (int i = 0; i < spec_.stage_size(); ++i) {
+      auto& s = spec_.stage(i);
+      auto* type = reg_.find(s.type());
+      auto& users = consumers_[i];
+      if (users.size() > 1) {
+        error(lines_[i],
+              "stage '" + s.name() + "' feeds several stages ('"
+                + spec_.stage(users[0]).name() + "', '"
+                + spec_.stage(users[1]).name()
+                + "'); a stage feeds one consumer stage (use replicas to "
+                  "spread work)");
+      }
+      if (type == nullptr)
+        continue;
+      auto kind = type->kind;
+      if (kind == stage_kind::source && s.input_size() > 0)
+        error(field_line(i, "input", 0),
+              "stage '" + s.name() + "' is a source (" + s.type()
+                + ") and takes no input");
+      if (kind != stage_kind::source && s.input_size() == 0)
+        error(lines_[i], "stage '" + s.name() + "' (" + s.type()
+                           + ") needs at least one input");
+      if (kind == stage_kind::sink && !users.empty())
+        error(field_line(users[0], "input"),
+              "stage '" + spec_.stage(users[0]).name() + "' takes input from '"
+                + s.name() + "', which is a sink (" + s.type()
+                + ") and produces nothing");
+      if (kind != stage_kind::sink && users.empty())
+        error(lines_[i], "stage '" + s.name() + "' (" + s.type()
+                           + ") has no consumer; end the graph with a sink");
+    }
+  }
+
+  std::vector<size_t> check_cycles() {
+    // Kahn's algorithm; whatever is left over lies on or behind a cycle.
+    auto n = static_cast<size_t>(spec_.stage_size());
+    std::vector<size_t> pending(n, 0);
+    for (size_t i = 0; i < n; ++i)
+      for (auto& in : spec_.stage(static_cast<int>(i)).input())
+        if (index_.count(in.stage()))
+          ++pending[i];
+    std::vector<size_t> order;
+    for (size_t i = 0; i < n; ++i)
+      if (pending[i] == 0)
+        order.push_back(i);
+    for (size_t k = 0; k < order.size(); ++k)
+      for (auto user : consumers_[order[k]])
+        if (--pending[static_cast<size_t>(user)] == 0)
+          order.push_back(static_cast<size_t>(user));
+    if (order.size() == n)
+      return order;
+    // Walk inputs from a stage that is still pending until one repeats.
+    size_t start = 0;
+    while (pending[start] == 0)
+      ++start;
+    std::vector<size_t> path;
+    std::vector<int> pos(n, -1);
+    size_t cur = start;
+    while (pos[cur] < 0) {
+      pos[cur] = static_cast<int>(path.size());
+      path.push_back(cur);
+      for (auto& in : spec_.stage(static_cast<int>(cur)).input()) {
+        auto it = index_.find(in.stage());
+        if (it != index_.end() && pending[static_cast<size_t>(it->second)]) {
+          cur = static_cast<size_t>(it->second);
+          break;
+        }
+      }
+    }
+    std::string cycle;
+    for (auto k = static_cast<size_t>(pos[cur]); k < path.size(); ++k)
+      cycle += spec_.stage(static_cast<int>(path[k])).name() + " <- ";
+    cycle += spec_.stage(static_cast<int>(cur)).name();
+    error(lines_[cur], "the stages form a cycle: " + cycle);
+    return order;
+  }
+
+  void check_runtime() {
+    if (!spec_.has_runtime())
+      return;
+    auto& rt = spec_.runtime();
+    auto* d = topology::Runtime::descriptor();
+    auto* rt_field = topology::Topology::descriptor()->FindFieldByName(
+      "runtime");
+    auto base = line_of(&tree_, rt_field, -1, 1);
+    auto* sub = tree_.GetTreeForNested(rt_field, -1);
+    auto line = [&](const char* name) {
+      return line_of(sub, d->FindFieldByName(name), -1, base);
+    };
+    if (rt.threads() < 0)
+      error(line("threads"), "runtime.threads must be >= 0 (0 = all cores)");
+    if (rt.has_scheduler() && rt.scheduler() != "stealing"
+        && rt.scheduler() != "sharing")
+      error(line("scheduler"), "runtime.scheduler must be \"stealing\" or "
+                               "\"sharing\", got \""
+                                 + rt.scheduler() + "\"");
+    if (rt.has_metrics_interval_s() && !(rt.metrics_interval_s() > 0))
+      error(line("metrics_interval_s"),
+            "runtime.metrics_interval_s must be > 0");
+  }
+
+  const std::string& file_;
+  const topology::Topology& spec_;
+  const pb::TextFormat::ParseInfoTree& tree_;
+  const registry& reg_;
+  std::vector<topology_error>& errors_;
+  std::vector<int> lines_;
+  std::map<std::string, int> index_;
+  std::vector<std::vector<int>> consumers_;
+};
+
+void sort_errors(std::vector<topology_error>& errors) {
+  std::stable_sort(errors.begin(), errors.end(),
+                   [](auto& a, auto& b) { return a.line < b.line; });
+}
+
+} // namespace
+
+load_result load_topology_text(std::string_view text, const std::string& name,
+                               const registry& reg) {
+  load_result result;
+  auto fail = [&](std::string msg) {
+    result.errors.push_back(topology_error{name, 0, std::move(msg)});
+    return result;
+  };
+  if (text.size() > max_topology_bytes)
+    return fail("file is " + std::to_string(text.size())
+                + " bytes; topology files are limited to "
+                + std::to_string(max_topology_bytes >> 20) + " MiB");
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    return fail("file is empty; a topology needs at least one stage");
+  if (auto nul = text.find('\0'); nul != std::string_view::npos)
+    return fail("not a text file (NUL byte at offset " + std::to_string(nul)
+                + "); topology files are protobuf text format");
+  topology::Topology spec;
+  pb::TextFormat::Parser parser;
+  collector errors{name, result.errors};
+  pb::TextFormat::ParseInfoTree tree;
+  parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(&tree);
+  if (!parser.ParseFromString(std::string{text}, &spec)) {
+    if (result.errors.empty())
+      return fail("cannot parse the file as protobuf text format");
+    sort_errors(result.errors);
+    return result;
+  }
+  validator v{name, spec, tree, reg, result.errors};
+  auto topo = v.run();
+  if (result.errors.empty()) {
+    topo.spec = std::move(spec);
+    result.topology = std::move(topo);
+  }
+  sort_errors(result.errors);
+  return result;
+}
+
+load_result load_topology_file(const std::string& path, const registry& reg) {
+  load_result result;
+  auto fail = [&](std::string msg) {
+    result.errors.push_back(topology_error{path, 0, std::move(msg)});
+    return result;
+  };
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0)
+    return fail(std::string{"cannot open: "} + std::strerror(errno));
+  if (S_ISDIR(info.st_mode))
+    return fail("is a directory, not a topology file");
+  if (static_cast<uint64_t>(info.st_size) > max_topology_bytes)
+    return fail("file is " + std::to_string(info.st_size)
+                + " bytes; topology files are limited to "
+                + std::to_string(max_topology_bytes >> 20) + " MiB");
+  std::ifstream in{path, std::ios::binary};
+  if (!in)
+    return fail(std::string{"cannot open: "} + std::strerror(errno));
+  std::string text;
+  text.resize(static_cast<size_t>(info.st_size));
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad() || static_cast<size_t>(in.gcount()) != text.size())
+    return fail("cannot read the whole file");
+  return load_topology_text(text, path, reg);
+}
+
+} // namespace af
