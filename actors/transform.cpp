@@ -1,5 +1,7 @@
 #include "actors/transform.hpp"
 
+#include <stdexcept>
+
 #include "runtime/busy_work.hpp"
 
 namespace af {
@@ -8,10 +10,15 @@ namespace {
 
 class transform : public stage_logic {
 public:
-  transform(int64_t work_ns, bool touch) : work_ns_(work_ns), touch_(touch) {
+  transform(int64_t work_ns, bool touch, int64_t fail_at)
+    : work_ns_(work_ns), touch_(touch), fail_at_(fail_at) {
   }
 
   void process(batch&& item, emitter& out) override {
+    if (seen_++ == fail_at_)
+      throw std::runtime_error("fault injected at item "
+                               + std::to_string(fail_at_)
+                               + " (transform.fail_at_item)");
     busy_work(work_ns_ * item.records());
     if (touch_) {
       // Read every byte, as a real transform would; the sum is kept so the
@@ -28,6 +35,8 @@ public:
 private:
   int64_t work_ns_;
   bool touch_;
+  int64_t fail_at_;
+  int64_t seen_ = 0;
   uint64_t checksum_ = 0;
 };
 
@@ -51,7 +60,9 @@ stage_type transform_type() {
     return std::make_shared<transform>(c.work_ns_per_record(),
                                        c.has_touch_payload()
                                          ? c.touch_payload()
-                                         : true);
+                                         : true,
+                                       c.has_fail_at_item() ? c.fail_at_item()
+                                                            : -1);
   };
   return t;
 }

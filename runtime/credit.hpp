@@ -17,6 +17,7 @@
 #include <caf/actor_cast.hpp>
 #include <caf/actor_control_block.hpp>
 
+#include "runtime/batch.hpp"
 #include "runtime/stage_stats.hpp"
 
 namespace af {
@@ -37,6 +38,9 @@ public:
     bool open = false;  // the consumer granted its initial credit
     uint64_t in_flight_items = 0;
     uint64_t in_flight_bytes = 0;
+    /// Items granted credit and counted in flight, not yet handed to CAF:
+    /// they leave as one message at the end of the current step.
+    std::vector<batch> envelope;
     edge_stats stats;
 
     uint64_t unused_items() const noexcept {
@@ -63,6 +67,7 @@ public:
 
   bool empty() const noexcept { return edges_.empty(); }
   const std::vector<edge>& edges() const noexcept { return edges_; }
+  std::vector<edge>& edges() noexcept { return edges_; }
   std::vector<edge_stats> stats() const;
 
 private:
@@ -93,7 +98,7 @@ public:
   edge* find(peer_id id) noexcept;
   void received(edge& e) noexcept { ++e.held_items; }
   /// An item from `e` has been consumed. Returns true when the credit
-  /// collected for `e` should be sent now (a quarter of the window, or
+  /// collected for `e` should be sent now (half of the window, or
   /// `idle` is true so that nothing stays unreturned while we wait).
   bool consumed(edge& e, uint64_t bytes, bool idle) noexcept;
   /// Credit to send for `e` (and resets it).

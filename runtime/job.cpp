@@ -222,6 +222,7 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
         sources.push_back(handle);
       handles.push_back(handle);
       replicas[i].push_back(handle);
+      result.replicas_.emplace_back(labels.back(), handle);
     }
   }
   caf::anon_send(result.coordinator_, start_atom::value, handles, labels,

@@ -65,9 +65,15 @@ public:
   std::optional<run_result> wait_for(std::chrono::milliseconds timeout);
 
   const caf::actor& coordinator() const noexcept { return coordinator_; }
+  /// Every stage replica as (label, handle), in topology order.
+  const std::vector<std::pair<std::string, caf::actor>>&
+  replicas() const noexcept {
+    return replicas_;
+  }
 
 private:
   caf::actor coordinator_;
+  std::vector<std::pair<std::string, caf::actor>> replicas_;
   std::shared_future<run_result> result_;
 };
 

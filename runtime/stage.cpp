@@ -119,11 +119,37 @@ void fail(stage_actor* self, const std::string& cause) {
   report_error(self, stream_error{st.label, cause});
   st.inputs.clear();
   st.outputs.clear();
+  for (auto& e : st.out.edges())
+    e.envelope.clear();
   self->quit(caf::make_error(caf::sec::runtime_error, st.label + ": " + cause));
 }
 
-// Sends queued outputs in order while consumers have credit. An item goes to
-// the consumer with the most unused credit; markers go to every consumer.
+// Items per message at most, so that one message never holds a consumer's
+// whole window hostage while it is being processed.
+constexpr size_t max_envelope = 64;
+
+void send_envelope(stage_actor* self, outbound::edge& e) {
+  if (e.envelope.empty())
+    return;
+  if (e.envelope.size() == 1) {
+    self->send(e.peer, std::move(e.envelope.front()));
+    e.envelope.clear();
+    return;
+  }
+  std::vector<batch> items;
+  items.swap(e.envelope);
+  e.envelope.reserve(items.size());
+  self->send(e.peer, std::move(items));
+}
+
+void send_envelopes(stage_actor* self) {
+  for (auto& e : self->state.out.edges())
+    send_envelope(self, e);
+}
+
+// Moves queued outputs, in order, to consumers that have credit for them.
+// An item goes to the consumer with the most unused credit; markers go to
+// every consumer after everything queued before them.
 void flush_outputs(stage_actor* self) {
   auto& st = self->state;
   while (!st.outputs.empty()) {
@@ -143,11 +169,15 @@ void flush_outputs(stage_actor* self) {
       st.stats.records_out += static_cast<uint64_t>(ev.value.records());
       st.stats.bytes_out += bytes;
       st.out.sent(*e, bytes);
-      self->send(e->peer, std::move(ev.value));
+      e->envelope.push_back(std::move(ev.value));
+      if (e->envelope.size() >= max_envelope)
+        send_envelope(self, *e);
     } else if (ev.kind == output_event::epoch_end) {
+      send_envelopes(self);
       for (auto& e : st.out.edges())
         self->send(e.peer, end_of_epoch_atom::value, ev.epoch);
     } else {
+      send_envelopes(self);
       for (auto& e : st.out.edges())
         self->send(e.peer, end_of_stream_atom::value);
     }
@@ -260,6 +290,7 @@ void pump(stage_actor* self) {
     fail(self, ex.what());
     return;
   }
+  send_envelopes(self);
   // Idle: hand back every bit of credit we hold so no producer waits on us.
   if (st.inputs.empty())
     for (auto& e : st.in.edges())
@@ -294,21 +325,30 @@ inbound::edge* sender_edge(stage_actor* self) {
     caf::actor_cast<caf::actor_control_block*>(self->current_sender()));
 }
 
+// Queues items that arrived from the current sender.
+void enqueue_items(stage_actor* self, batch* items, size_t count) {
+  auto& st = self->state;
+  if (st.failed)
+    return;
+  auto* e = sender_edge(self);
+  if (e == nullptr)
+    return; // not one of our inputs: ignore stray items
+  size_t idx = static_cast<size_t>(e - st.in.edges().data());
+  for (size_t i = 0; i < count; ++i) {
+    st.in.received(*e);
+    st.inputs.push_back(
+      input_event{input_event::item, idx, std::move(items[i]), 0});
+  }
+}
+
 caf::behavior running(stage_actor* self) {
   return {
+    [=](std::vector<batch>& items) {
+      on_message(self,
+                 [&] { enqueue_items(self, items.data(), items.size()); });
+    },
     [=](batch& item) {
-      on_message(self, [&] {
-        auto& st = self->state;
-        if (st.failed)
-          return;
-        auto* e = sender_edge(self);
-        if (e == nullptr)
-          return; // not one of our inputs: ignore stray items
-        st.in.received(*e);
-        size_t idx = static_cast<size_t>(e - st.in.edges().data());
-        st.inputs.push_back(
-          input_event{input_event::item, idx, std::move(item), 0});
-      });
+      on_message(self, [&] { enqueue_items(self, &item, 1); });
     },
     [=](end_of_epoch_atom, uint64_t epoch) {
       on_message(self, [&] {

@@ -4,7 +4,7 @@
 //
 //   consumer -> producer   (open_atom, window, byte_budget)   initial credit
 //   consumer -> producer   (demand_atom, items, bytes)        credit returned
-//   producer -> consumer   af::batch                          one item
+//   producer -> consumer   std::vector<af::batch>             1..n items
 //   producer -> consumer   (end_of_epoch_atom, epoch)         after the epoch
 //   producer -> consumer   (end_of_stream_atom)               nothing follows
 //   any      -> consumer   af::stream_error                   failure report
@@ -12,6 +12,11 @@
 //   coordinator -> source  (stop_atom)                        end early
 //   stage -> coordinator   (stats_atom, af::stage_stats)      periodic
 //   stage -> coordinator   (done_atom, af::stage_stats)       before exiting
+//
+// Items that are ready at the same moment for the same consumer travel in
+// one message (one CAF message costs about as much as a whole pass-through
+// stage's work on an item); credit still counts items, not messages. A
+// consumer also accepts a lone af::batch.
 //
 // Invariants (checked by tests/runtime):
 //   - a producer never has more than `window` items, nor (when a budget is

@@ -14,6 +14,7 @@ namespace af {
 void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<tensor>("af::tensor");
   cfg.add_message_type<batch>("af::batch");
+  cfg.add_message_type<std::vector<batch>>("af::batch_list");
   cfg.add_message_type<stream_error>("af::stream_error");
   cfg.add_message_type<stage_stats>("af::stage_stats");
   cfg.add_message_type<wiring>("af::wiring");

@@ -17,8 +17,9 @@ namespace af {
 struct engine_options {
   /// Scheduler worker threads; 0 = number of cores.
   size_t threads = 0;
-  /// "stealing" or "sharing".
-  std::string scheduler = "stealing";
+  /// "sharing" (default: measured faster for stage chains on 2 cores, see
+  /// docs/benchmarks.md) or "stealing".
+  std::string scheduler = "sharing";
 };
 
 /// Registers every message type the runtime sends, under stable names, so

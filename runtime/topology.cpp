@@ -221,7 +221,7 @@ private:
         error(lines_[i], "stage '" + s.name() + "' (" + s.type()
                            + ") needs at least one input");
       if (kind == stage_kind::sink && !users.empty())
-        error(field_line(users[0], "input"),
+        error(field_line(users[0], "input", 0),
               "stage '" + spec_.stage(users[0]).name() + "' takes input from '"
                 + s.name() + "', which is a sink (" + s.type()
                 + ") and produces nothing");

@@ -181,7 +181,7 @@ int main(int argc, char** argv) {
     ->check(CLI::NonNegativeNumber);
   run->add_option("--scheduler", rargs.scheduler,
                   "CAF scheduler policy (default: the topology's, else "
-                  "stealing)")
+                  "sharing)")
     ->check(CLI::IsMember({"stealing", "sharing"}));
   run->add_option("--log-every", rargs.log_every_s,
                   "Seconds between progress log lines when stderr is not a "

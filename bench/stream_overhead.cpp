@@ -1,0 +1,225 @@
+// bench/stream_overhead: what the stream protocol costs.
+//
+// 1. items/s through source -> 4 pass-through stages -> sink at windows 1,
+//    8 and 64, with 64-byte and 1 MiB items;
+// 2. next to it, in the same run, a plain CAF send loop between two actors
+//    in the same process (no credit, no stages) with the same items;
+// 3. CAF binary serialize / deserialize GB/s of a 4 MiB tensor.
+//
+// Items share one pre-built buffer (as local actors do: zero-copy), so the
+// numbers are the per-message cost of the machinery, not of memcpy.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/builtin.hpp"
+#include "runtime/job.hpp"
+#include "runtime/system.hpp"
+#include "runtime/topology.hpp"
+
+using namespace af;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+batch make_item(int64_t bytes) {
+  auto x = tensor::allocate(dtype::u8, {1, bytes});
+  std::fill_n(x.mutable_data_as<uint8_t>(), bytes, uint8_t{7});
+  batch b;
+  b.set("x", std::move(x));
+  return b;
+}
+
+// Emits `count` copies of one item; the copies share its buffer.
+class shared_item_source : public stage_logic {
+public:
+  shared_item_source(int64_t count, int64_t bytes)
+    : left_(count), item_(make_item(bytes)) {
+  }
+  bool produce(emitter& out) override {
+    if (left_-- <= 0)
+      return false;
+    out.push(item_);
+    return left_ > 0;
+  }
+
+private:
+  int64_t left_;
+  batch item_;
+};
+
+double chain_items_per_s(caf::actor_system& sys, registry& reg, int64_t count,
+                         int64_t bytes, int64_t window) {
+  std::string text = "stage { name: \"src\" type: \"bench_source\" "
+                     "options { key: \"count\" value: \""
+                     + std::to_string(count) + "\" } options { key: \"bytes\" "
+                     "value: \"" + std::to_string(bytes) + "\" } }\n";
+  std::string prev = "src";
+  for (int i = 1; i <= 4; ++i) {
+    auto name = "pass" + std::to_string(i);
+    text += "stage { name: \"" + name + "\" type: \"transform\" input { stage: "
+            "\"" + prev + "\" window: " + std::to_string(window)
+            + " } transform { touch_payload: false } }\n";
+    prev = name;
+  }
+  text += "stage { name: \"sink\" type: \"sink\" input { stage: \"" + prev
+          + "\" window: " + std::to_string(window) + " } }\n";
+  auto loaded = load_topology_text(text, "bench", reg);
+  if (!loaded.ok())
+    throw std::runtime_error(loaded.errors.front().to_string());
+  auto start = clock_type::now();
+  auto j = job::start(sys, *loaded.topology, reg);
+  auto r = j.wait();
+  auto secs = std::chrono::duration<double>(clock_type::now() - start).count();
+  if (!r.ok || r.final.items != static_cast<uint64_t>(count))
+    throw std::runtime_error("chain run failed: " + r.error);
+  return static_cast<double>(count) / secs;
+}
+
+struct receiver_state {
+  int64_t left = 0;
+  std::shared_ptr<std::promise<void>> done;
+};
+
+caf::behavior receiver(caf::stateful_actor<receiver_state>* self,
+                       int64_t count,
+                       std::shared_ptr<std::promise<void>> done) {
+  self->state.left = count;
+  self->state.done = std::move(done);
+  return {
+    [=](const batch&) {
+      if (--self->state.left == 0) {
+        self->state.done->set_value();
+        self->quit();
+      }
+    },
+  };
+}
+
+caf::behavior sender(caf::event_based_actor* self, caf::actor to,
+                     int64_t count, int64_t bytes) {
+  auto item = make_item(bytes);
+  return {
+    [=](int) {
+      for (int64_t i = 0; i < count; ++i)
+        self->send(to, item);
+      self->quit();
+    },
+  };
+}
+
+double plain_items_per_s(caf::actor_system& sys, int64_t count,
+                         int64_t bytes) {
+  auto done = std::make_shared<std::promise<void>>();
+  auto fut = done->get_future();
+  auto rcv = sys.spawn(receiver, count, done);
+  auto snd = sys.spawn(sender, rcv, count, bytes);
+  auto start = clock_type::now();
+  caf::anon_send(snd, 1);
+  fut.wait();
+  auto secs = std::chrono::duration<double>(clock_type::now() - start).count();
+  return static_cast<double>(count) / secs;
+}
+
+std::pair<double, double> serialize_gb_per_s(int reps) {
+  batch b = make_item(4 << 20);
+  std::vector<char> buf;
+  buf.reserve((4 << 20) + 1024);
+  auto start = clock_type::now();
+  for (int i = 0; i < reps; ++i) {
+    buf.clear();
+    caf::binary_serializer sink{nullptr, buf};
+    if (inspect(sink, b))
+      throw std::runtime_error("serialize failed");
+  }
+  auto ser = std::chrono::duration<double>(clock_type::now() - start).count();
+  start = clock_type::now();
+  for (int i = 0; i < reps; ++i) {
+    batch back;
+    caf::binary_deserializer source{nullptr, buf};
+    if (inspect(source, back))
+      throw std::runtime_error("deserialize failed");
+  }
+  auto de = std::chrono::duration<double>(clock_type::now() - start).count();
+  double gb = static_cast<double>(reps) * (4 << 20) / 1e9;
+  return {gb / ser, gb / de};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Stream protocol overhead: a 4-stage pass-through chain next "
+               "to a plain CAF send loop"};
+  int64_t items = 200000;
+  int reps = 3;
+  size_t threads = 2;
+  std::string scheduler = "sharing";
+  app.add_option("--items", items, "Items per run")->capture_default_str();
+  app.add_option("--reps", reps, "Runs per cell (the median is reported)")
+    ->capture_default_str();
+  app.add_option("--threads", threads, "Scheduler threads")
+    ->capture_default_str();
+  app.add_option("--scheduler", scheduler, "stealing or sharing")
+    ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  caf::actor_system_config cfg;
+  add_message_types(cfg);
+  apply(engine_options{threads, scheduler}, cfg);
+  caf::actor_system sys{cfg};
+  registry reg;
+  register_builtin_stages(reg);
+  stage_type src;
+  src.name = "bench_source";
+  src.kind = stage_kind::source;
+  src.make = [](const stage_info&, const topology::Stage& s) {
+    return std::make_shared<shared_item_source>(
+      std::stoll(s.options().at("count")), std::stoll(s.options().at("bytes")));
+  };
+  reg.add(src);
+
+  std::printf("# stream_overhead: %lld items per run, median of %d, %zu "
+              "threads, %s scheduler\n\n",
+              static_cast<long long>(items), reps, threads, scheduler.c_str());
+  std::printf("| item size | window | chain items/s | plain send items/s "
+              "| chain / plain |\n|---|---|---|---|---|\n");
+  for (int64_t bytes : {int64_t{64}, int64_t{1} << 20}) {
+    std::vector<double> plain_runs;
+    for (int i = 0; i < reps; ++i)
+      plain_runs.push_back(plain_items_per_s(sys, items, bytes));
+    auto plain = median(plain_runs);
+    for (int64_t window : {1, 8, 64}) {
+      std::vector<double> runs;
+      for (int i = 0; i < reps; ++i)
+        runs.push_back(chain_items_per_s(sys, reg, items, bytes, window));
+      auto chain = median(runs);
+      std::printf("| %s | %lld | %.0f | %.0f | %.1f%% |\n",
+                  bytes == 64 ? "64 B" : "1 MiB",
+                  static_cast<long long>(window), chain, plain,
+                  100.0 * chain / plain);
+      std::fflush(stdout);
+    }
+  }
+  auto [ser, de] = serialize_gb_per_s(std::max(10, reps * 20));
+  std::printf("\n| 4 MiB tensor | GB/s |\n|---|---|\n| serialize | %.2f |\n"
+              "| deserialize | %.2f |\n",
+              ser, de);
+  return 0;
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Behaviour of the actorflow binary as a user sees it: exit codes, messages,
+# progress and interrupts. Usage: cli_test.sh ACTORFLOW CASE
+set -u
+bin=$1
+case_name=$2
+here=$(cd "$(dirname "$0")" && pwd)
+data=$here/data
+examples=$here/../../apps/examples
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$tmp/out"; echo "--- stderr"; cat "$tmp/err"; exit 1; }
+run() { "$bin" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null; rc=$?; }
+expect_rc() { [ "$rc" -eq "$1" ] || fail "expected exit code $1, got $rc"; }
+expect_out() { grep -q -- "$1" "$tmp/out" || fail "stdout lacks '$1'"; }
+expect_err() { grep -q -- "$1" "$tmp/err" || fail "stderr lacks '$1'"; }
+
+case $case_name in
+  help)
+    run --help; expect_rc 0; expect_out "run"; expect_out "validate"
+    run run --help; expect_rc 0; expect_out "--threads"
+    run validate --help; expect_rc 0; expect_out "--list-types"
+    ;;
+  version)
+    run --version; expect_rc 0; expect_out "^actorflow [0-9]\+\.[0-9]\+\.[0-9]\+$"
+    ;;
+  usage)
+    run; expect_rc 2
+    run frobnicate; expect_rc 2
+    run run; expect_rc 2; expect_err "topology is required"
+    run run "$data/small.pbtxt" --threads -1; expect_rc 2
+    run --log-level loud validate "$data/small.pbtxt"; expect_rc 2
+    ;;
+  validate)
+    run validate "$data/small.pbtxt"; expect_rc 0; expect_out "ok (4 stages, 5 stage replicas)"
+    run validate "$examples/demo.pbtxt"; expect_rc 0
+    run validate "$data/invalid.pbtxt"; expect_rc 2
+    expect_err "invalid.pbtxt:3: stage 'decode': unknown stage type 'transfrom'"
+    expect_err "invalid.pbtxt:4: stage 'sink': input 'decoder' names a stage that does not exist"
+    run validate --list-types; expect_rc 0; expect_out "synthetic_source"; expect_out "batcher"
+    ;;
+  bad_files)
+    run validate "$tmp/none.pbtxt"; expect_rc 2; expect_err "none.pbtxt: cannot open"
+    : >"$tmp/empty.pbtxt"
+    run run "$tmp/empty.pbtxt"; expect_rc 2; expect_err "file is empty"
+    head -c 65536 /dev/urandom >"$tmp/garbage.pbtxt"
+    run run "$tmp/garbage.pbtxt"; expect_rc 2; expect_err "garbage.pbtxt"
+    head -c 100000000 /dev/zero | tr '\0' ' ' >"$tmp/big.pbtxt"
+    run validate "$tmp/big.pbtxt"; expect_rc 2; expect_err "limited to 16 MiB"
+    chmod 000 "$tmp/empty.pbtxt"
+    if [ "$(id -u)" -ne 0 ]; then
+      run validate "$tmp/empty.pbtxt"; expect_rc 2; expect_err "cannot open"
+    fi
+    ;;
+  run_ok)
+    run run "$data/small.pbtxt"; expect_rc 0
+    expect_out "job 'small' finished"
+    expect_out "delivered: 20000 records"
+    expect_out "throughput: "
+    ;;
+  run_failure)
+    run run "$data/failing.pbtxt"; expect_rc 1
+    expect_err "actorflow: stage decode\[0\] failed: fault injected at item 100"
+    [ "$(grep -c '^actorflow: ' "$tmp/err")" -eq 1 ] || fail "expected one error line"
+    ;;
+  progress_log)
+    # Without a terminal, progress comes as periodic log lines.
+    "$bin" run "$data/long.pbtxt" --log-every 1 >"$tmp/out" 2>"$tmp/err" </dev/null &
+    pid=$!
+    sleep 3.5
+    kill -INT $pid
+    wait $pid; rc=$?
+    expect_rc 130
+    [ "$(grep -c 'progress: ' "$tmp/err")" -ge 2 ] || fail "expected progress lines"
+    ;;
+  interrupt)
+    "$bin" run "$data/long.pbtxt" >"$tmp/out" 2>"$tmp/err" </dev/null &
+    pid=$!
+    sleep 1.5
+    kill -INT $pid
+    wait $pid; rc=$?
+    expect_rc 130
+    expect_out "job 'long' stopped early"
+    expect_err "draining"
+    ;;
+  terminal)
+    # On a terminal the progress display is one line rewritten in place.
+    command -v script >/dev/null || { echo "SKIP: script(1) not installed"; exit 0; }
+    script -qec "'$bin' run '$data/small.pbtxt'" "$tmp/typescript" >"$tmp/out" 2>&1 </dev/null
+    rc=$?
+    expect_rc 0
+    expect_out "job 'small' finished"
+    ;;
+  *)
+    echo "unknown case $case_name"; exit 2 ;;
+esac
+echo "PASS: $case_name"

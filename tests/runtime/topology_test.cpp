@@ -1,0 +1,193 @@
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <unistd.h>
+
+#include "actors/builtin.hpp"
+#include "runtime/topology.hpp"
+
+using namespace af;
+
+namespace {
+
+registry builtin() {
+  registry reg;
+  register_builtin_stages(reg);
+  return reg;
+}
+
+// Loads `text` and returns its errors as "file:line: message" lines.
+std::vector<std::string> errors_of(const std::string& text) {
+  auto reg = builtin();
+  auto r = load_topology_text(text, "t.pbtxt", reg);
+  std::vector<std::string> out;
+  for (auto& e : r.errors)
+    out.push_back(e.to_string());
+  if (out.empty())
+    REQUIRE(r.ok());
+  return out;
+}
+
+bool has_error(const std::vector<std::string>& errors,
+               const std::string& prefix, const std::string& part) {
+  for (auto& e : errors)
+    if (e.rfind(prefix, 0) == 0 && e.find(part) != std::string::npos)
+      return true;
+  return false;
+}
+
+const char* good = R"(name: "ok"
+stage { name: "src" type: "synthetic_source" }
+stage { name: "sink" type: "sink" input { stage: "src" } }
+)";
+
+} // namespace
+
+TEST_CASE("a valid topology loads with its stages in dependency order",
+          "[topology]") {
+  auto reg = builtin();
+  auto r = load_topology_text(R"(
+stage { name: "sink" type: "sink" input { stage: "map" } }
+stage { name: "map" type: "transform" replicas: 2 input { stage: "src" } }
+stage { name: "src" type: "synthetic_source" }
+)",
+                              "t.pbtxt", reg);
+  REQUIRE(r.ok());
+  auto& t = *r.topology;
+  CHECK(t.order == std::vector<size_t>{2, 1, 0});
+  CHECK(t.stage_line == std::vector<int>{2, 3, 4});
+  CHECK(replicas_of(t.spec.stage(1)) == 2);
+  CHECK(window_of(t.spec.stage(0).input(0)) == default_window);
+}
+
+TEST_CASE("syntax errors name the line", "[topology]") {
+  auto e = errors_of("name: \"x\"\nstage {\n  name: \"a\"\n  bogus: 3\n}\n");
+  REQUIRE(e.size() == 1);
+  CHECK(has_error(e, "t.pbtxt:4: ", "bogus"));
+  e = errors_of("stage { name: \"a\"\n");
+  CHECK(has_error(e, "t.pbtxt:2: ", "Expected identifier"));
+}
+
+TEST_CASE("semantic errors name the line", "[topology]") {
+  SECTION("unknown stage type") {
+    auto e = errors_of(R"(stage { name: "src" type: "synthetic_source" }
+stage { name: "x" type: "no_such_type" input { stage: "src" } }
+)");
+    CHECK(has_error(e, "t.pbtxt:2: ", "unknown stage type 'no_such_type'"));
+    CHECK(has_error(e, "t.pbtxt:2: ", "batcher"));  // lists known types
+  }
+  SECTION("input naming a stage that does not exist") {
+    auto e = errors_of(R"(stage { name: "src" type: "synthetic_source" }
+stage {
+  name: "sink" type: "sink"
+  input { stage: "nowhere" }
+}
+)");
+    CHECK(has_error(e, "t.pbtxt:4: ", "'nowhere' names a stage that does not"));
+  }
+  SECTION("cycles") {
+    auto e = errors_of(R"(stage { name: "src" type: "synthetic_source" }
+stage { name: "a" type: "transform" input { stage: "src" } input { stage: "b" } }
+stage { name: "b" type: "transform" input { stage: "a" } }
+stage { name: "sink" type: "sink" input { stage: "b" } }
+)");
+    CHECK(has_error(e, "t.pbtxt:", "cycle"));
+    bool names_both = false;
+    for (auto& x : e)
+      if (x.find("cycle") != std::string::npos
+          && x.find("a <- b") != std::string::npos)
+        names_both = true;
+    CHECK(names_both);
+  }
+  SECTION("duplicate stage names") {
+    auto e = errors_of(R"(stage { name: "src" type: "synthetic_source" }
+stage { name: "sink" type: "sink" input { stage: "src" } }
+stage { name: "sink" type: "sink" input { stage: "src" } }
+)");
+    CHECK(has_error(e, "t.pbtxt:3: ", "duplicate stage name 'sink' (first "
+                                      "defined on line 2)"));
+  }
+  SECTION("replicas < 1") {
+    auto e = errors_of(R"(stage { name: "src" type: "synthetic_source" }
+stage { name: "sink" type: "sink"
+        replicas: 0
+        input { stage: "src" } }
+)");
+    CHECK(has_error(e, "t.pbtxt:3: ", "replicas must be >= 1, got 0"));
+  }
+  SECTION("window < 1") {
+    auto e = errors_of(R"(stage { name: "src" type: "synthetic_source" }
+stage { name: "sink" type: "sink"
+        input { stage: "src"
+                window: -2 } }
+)");
+    CHECK(has_error(e, "t.pbtxt:4: ", "window of input 'src' must be >= 1"));
+  }
+  SECTION("kind rules") {
+    auto e = errors_of(R"(stage { name: "src" type: "synthetic_source" }
+stage { name: "t" type: "transform" }
+stage { name: "sink" type: "sink" input { stage: "src" } }
+stage { name: "after" type: "sink" input { stage: "sink" } }
+)");
+    CHECK(has_error(e, "t.pbtxt:2: ", "needs at least one input"));
+    CHECK(has_error(e, "t.pbtxt:2: ", "has no consumer"));
+    CHECK(has_error(e, "t.pbtxt:4: ", "which is a sink"));
+  }
+  SECTION("stage configuration checks") {
+    auto e = errors_of(R"(stage { name: "src" type: "synthetic_source" }
+stage { name: "b" type: "batcher" input { stage: "src" } batcher { batch_size: 0 } }
+stage { name: "sink" type: "sink" input { stage: "b" } }
+)");
+    CHECK(has_error(e, "t.pbtxt:2: ", "batch_size must be >= 1"));
+  }
+  SECTION("all problems are reported at once, in line order") {
+    auto e = errors_of(R"(stage { name: "src" type: "synthetic_source" replicas: 0 }
+stage { name: "sink" type: "nope" input { stage: "src" } }
+)");
+    REQUIRE(e.size() >= 2);
+    CHECK(e[0].rfind("t.pbtxt:1: ", 0) == 0);
+    CHECK(e[1].rfind("t.pbtxt:2: ", 0) == 0);
+  }
+}
+
+TEST_CASE("bad files get a clear error, never a crash", "[topology]") {
+  auto reg = builtin();
+  auto dir = std::string{"/tmp/af_topology_test_"} + std::to_string(::getpid());
+  REQUIRE(std::system(("mkdir -p " + dir).c_str()) == 0);
+  auto write = [&](const std::string& name, const std::string& content) {
+    auto path = dir + "/" + name;
+    std::ofstream out{path, std::ios::binary};
+    out << content;
+    return path;
+  };
+  auto first_error = [&](const std::string& path) {
+    auto r = load_topology_file(path, reg);
+    REQUIRE_FALSE(r.ok());
+    REQUIRE_FALSE(r.errors.empty());
+    return r.errors.front().to_string();
+  };
+  CHECK_THAT(first_error(dir + "/missing.pbtxt"),
+             Catch::Contains("missing.pbtxt: cannot open: No such file"));
+  CHECK_THAT(first_error(write("empty.pbtxt", "")),
+             Catch::Contains("empty.pbtxt: file is empty"));
+  CHECK_THAT(first_error(write("blank.pbtxt", "  \n\n")),
+             Catch::Contains("file is empty"));
+  std::string garbage;
+  for (int i = 0; i < 4096; ++i)
+    garbage.push_back(static_cast<char>((i * 7919 + 13) % 256));
+  CHECK_THAT(first_error(write("garbage.pbtxt", garbage)),
+             Catch::Contains("not a text file (NUL byte at offset"));
+  std::string binary_no_nul;
+  for (int i = 0; i < 4096; ++i)
+    binary_no_nul.push_back(static_cast<char>(1 + (i * 7919 + 13) % 255));
+  CHECK_THAT(first_error(write("binary.pbtxt", binary_no_nul)),
+             Catch::Contains("binary.pbtxt:1: "));
+  std::string big(100u << 20, ' ');
+  CHECK_THAT(first_error(write("big.pbtxt", big)),
+             Catch::Contains("topology files are limited to 16 MiB"));
+  CHECK_THAT(first_error(dir), Catch::Contains("is a directory"));
+  auto ok = load_topology_file(write("good.pbtxt", good), reg);
+  CHECK(ok.ok());
+  REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+}

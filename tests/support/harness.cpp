@@ -1,0 +1,184 @@
+#include "tests/support/harness.hpp"
+
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <caf/atom.hpp>
+
+#include "actors/builtin.hpp"
+#include "runtime/busy_work.hpp"
+#include "runtime/system.hpp"
+
+namespace af::test {
+
+config::config(size_t threads, const char* policy) {
+  af::add_message_types(*this);
+  engine_options opts;
+  opts.threads = threads;
+  opts.scheduler = policy;
+  af::apply(opts, *this);
+}
+
+namespace {
+
+int64_t option(const topology::Stage& s, const std::string& key,
+               int64_t fallback) {
+  auto it = s.options().find(key);
+  return it == s.options().end() ? fallback : std::stoll(it->second);
+}
+
+int64_t replica_option(const topology::Stage& s, const stage_info& info,
+                       const std::string& key) {
+  return option(s, key + "_r" + std::to_string(info.replica),
+                option(s, key, 0));
+}
+
+class test_source : public stage_logic {
+public:
+  test_source(const stage_info& info, const topology::Stage& s,
+              std::shared_ptr<observations> obs)
+    : obs_(std::move(obs)),
+      items_(option(s, "items", 1000)),
+      min_bytes_(option(s, "item_bytes", 64)),
+      max_bytes_(option(s, "max_item_bytes", min_bytes_)),
+      work_ns_(option(s, "work_ns", 0)),
+      record_(option(s, "record", 0) != 0),
+      stride_(info.replicas),
+      next_(info.replica) {
+  }
+
+  bool produce(emitter& out) override {
+    if (next_ >= items_)
+      return false;
+    busy_work(work_ns_);
+    // Sizes cycle deterministically through [min, max].
+    auto span = max_bytes_ - min_bytes_ + 1;
+    auto size = min_bytes_ + (next_ * 7919) % span;
+    auto x = tensor::allocate(dtype::u8, {1, size});
+    std::fill_n(x.mutable_data_as<uint8_t>(), size,
+                static_cast<uint8_t>(next_));
+    auto label = tensor::allocate(dtype::i64, {1});
+    *label.mutable_data_as<int64_t>() = next_;
+    if (record_) {
+      std::lock_guard<std::mutex> guard{obs_->mtx};
+      obs_->produced.push_back(x.data());
+    }
+    batch b;
+    b.seq = static_cast<uint64_t>(next_);
+    b.set("x", std::move(x));
+    b.set("label", std::move(label));
+    out.push(std::move(b));
+    next_ += stride_;
+    return next_ < items_;
+  }
+
+private:
+  std::shared_ptr<observations> obs_;
+  int64_t items_, min_bytes_, max_bytes_, work_ns_;
+  bool record_;
+  int64_t stride_, next_;
+};
+
+class test_sink : public stage_logic {
+public:
+  test_sink(const stage_info& info, const topology::Stage& s,
+            std::shared_ptr<observations> obs, bool forward)
+    : obs_(std::move(obs)),
+      label_(info.label()),
+      work_ns_(replica_option(s, info, "work_ns")),
+      sleep_us_(replica_option(s, info, "sleep_us")),
+      fail_at_(option(s, "fail_at", -1)),
+      record_(option(s, "record", 0) != 0),
+      forward_(forward) {
+  }
+
+  void process(batch&& item, emitter& out) override {
+    if (seen_++ == fail_at_)
+      throw std::runtime_error("injected failure at item "
+                               + std::to_string(fail_at_));
+    busy_work(work_ns_);
+    if (sleep_us_ > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds{sleep_us_});
+    obs_->items.fetch_add(1);
+    if (record_) {
+      std::lock_guard<std::mutex> guard{obs_->mtx};
+      obs_->labels.emplace_back(label_, *item.at("label").data_as<int64_t>());
+      obs_->consumed.push_back(item.at("x").data());
+    }
+    if (forward_)
+      out.push(std::move(item));
+  }
+
+private:
+  std::shared_ptr<observations> obs_;
+  std::string label_;
+  int64_t work_ns_, sleep_us_, fail_at_;
+  bool record_;
+  bool forward_;
+  int64_t seen_ = 0;
+};
+
+} // namespace
+
+registry make_registry(std::shared_ptr<observations> obs) {
+  registry reg;
+  register_builtin_stages(reg);
+  stage_type src;
+  src.name = "test_source";
+  src.kind = stage_kind::source;
+  src.make = [obs](const stage_info& info, const topology::Stage& s) {
+    return std::make_shared<test_source>(info, s, obs);
+  };
+  reg.add(src);
+  stage_type snk;
+  snk.name = "test_sink";
+  snk.kind = stage_kind::sink;
+  snk.make = [obs](const stage_info& info, const topology::Stage& s) {
+    return std::make_shared<test_sink>(info, s, obs, false);
+  };
+  reg.add(snk);
+  stage_type map;
+  map.name = "test_map";
+  map.kind = stage_kind::transform;
+  map.make = [obs](const stage_info& info, const topology::Stage& s) {
+    return std::make_shared<test_sink>(info, s, obs, true);
+  };
+  reg.add(map);
+  return reg;
+}
+
+run_result run_text(caf::actor_system& sys, const registry& reg,
+                    const std::string& text, std::chrono::seconds limit,
+                    job_options opts) {
+  auto loaded = load_topology_text(text, "test.pbtxt", reg);
+  for (auto& e : loaded.errors)
+    UNSCOPED_INFO(e.to_string());
+  REQUIRE(loaded.ok());
+  auto j = job::start(sys, *loaded.topology, reg, std::move(opts));
+  auto result = j.wait_for(limit);
+  if (!result) {
+    j.abort("test time limit");
+    FAIL("job did not end within " << limit.count() << " s");
+  }
+  return *result;
+}
+
+const stage_stats& stats_of(const run_result& r, const std::string& label) {
+  for (auto& s : r.final.stages)
+    if (s.stage == label)
+      return s;
+  FAIL("no stats for " << label);
+  throw std::logic_error("unreachable");
+}
+
+uint64_t rss_bytes() {
+  std::ifstream in{"/proc/self/statm"};
+  uint64_t size = 0, resident = 0;
+  in >> size >> resident;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+} // namespace af::test

@@ -1,0 +1,61 @@
+// Test harness: an actor system configured like the binary's, the built-in
+// stage types plus a few test-only ones, and a helper that loads a topology
+// from text and runs it to the end with a time limit.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include "runtime/job.hpp"
+#include "runtime/registry.hpp"
+#include "runtime/topology.hpp"
+
+namespace af::test {
+
+/// What test stages observed, shared between the test and its stages.
+struct observations {
+  std::mutex mtx;
+  /// label -> values of tensor "label" seen by that replica, in order.
+  std::vector<std::pair<std::string, int64_t>> labels;
+  /// Payload addresses of tensor "x" (produced by a source or seen by a sink).
+  std::vector<const void*> produced;
+  std::vector<const void*> consumed;
+  std::atomic<uint64_t> items{0};
+};
+
+struct config : caf::actor_system_config {
+  explicit config(size_t threads = 2, const char* policy = "sharing");
+};
+
+/// Built-in types plus:
+///  - "test_source" (source): options items (default 1000), item_bytes
+///    (64), max_item_bytes (if set, sizes vary between item_bytes and it),
+///    work_ns (per item). Tensor "x" u8 [1, size], "label" i64 [1] = index.
+///  - "test_sink" (sink): options work_ns, work_ns_r<k> (replica k only),
+///    sleep_us, sleep_us_r<k>, fail_at (throw at that item index),
+///    record (1: keep labels and payload addresses in `obs`).
+///  - "test_map" (transform): forwards items; fail_at as above.
+registry make_registry(std::shared_ptr<observations> obs);
+
+/// Loads `text` (must be valid: REQUIREs it) and runs it. Fails the test if
+/// the job does not end within `limit`.
+run_result run_text(caf::actor_system& sys, const registry& reg,
+                    const std::string& text,
+                    std::chrono::seconds limit = std::chrono::seconds{60},
+                    job_options opts = {});
+
+/// The stats of replica `label` ("sink[0]") in `r`; REQUIREs that it exists.
+const stage_stats& stats_of(const run_result& r, const std::string& label);
+
+/// Resident set size of this process in bytes.
+uint64_t rss_bytes();
+
+} // namespace af::test
