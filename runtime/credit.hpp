@@ -5,7 +5,7 @@
 //   what each consumer granted (window, byte budget), what is in flight, and
 //   picks the consumer with the most unused credit for the next item.
 // inbound: a consumer replica's edges from its producer replicas. It counts
-//   what arrived, decides when to hand credit back (in chunks, to halve the
+//   what arrived, decides when to hand credit back (in half-window chunks, to cut the
 //   message count), and tracks end-of-epoch and end-of-stream per input.
 #pragma once
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <stdexcept>
 
 #include <caf/actor_system.hpp>
@@ -34,9 +35,25 @@ struct replica_entry {
   bool down = false;
 };
 
+// The job's result, delivered exactly once: by the coordinator when the job
+// ends, or when the coordinator itself is killed (system shutdown).
+struct result_slot {
+  std::mutex mtx;
+  bool set = false;
+  std::promise<run_result> promise;
+
+  void deliver(run_result r) {
+    std::lock_guard<std::mutex> guard{mtx};
+    if (set)
+      return;
+    set = true;
+    promise.set_value(std::move(r));
+  }
+};
+
 struct coordinator_state {
   job_options opts;
-  std::shared_ptr<std::promise<run_result>> promise;
+  std::shared_ptr<result_slot> result;
   std::vector<replica_entry> replicas;
   bool started = false;
   bool stopped = false;
@@ -94,14 +111,22 @@ void maybe_complete(coordinator_actor* self) {
   result.stopped = st.stopped;
   result.error = st.error;
   result.final = progress_of(st);
-  st.promise->set_value(std::move(result));
+  st.result->deliver(std::move(result));
   self->quit();
 }
 
 caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
-                          std::shared_ptr<std::promise<run_result>> promise) {
+                               std::shared_ptr<result_slot> result) {
   self->state.opts = std::move(opts);
-  self->state.promise = std::move(promise);
+  self->state.result = result;
+  self->attach_functor([result](const caf::error& reason) {
+    // Only reached with a result still missing if the coordinator was
+    // killed: waiters must not hang.
+    run_result r;
+    r.error = "the job's coordinator exited: "
+              + (reason ? caf::to_string(reason) : std::string{"normal"});
+    result->deliver(std::move(r));
+  });
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
     for (auto& r : st.replicas)
@@ -171,8 +196,8 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
 job job::start(caf::actor_system& sys, const loaded_topology& topo,
                const registry& reg, job_options opts) {
   job result;
-  auto promise = std::make_shared<std::promise<run_result>>();
-  result.result_ = promise->get_future().share();
+  auto slot = std::make_shared<result_slot>();
+  result.result_ = slot->promise.get_future().share();
   auto& spec = topo.spec;
   auto interval = std::chrono::milliseconds{static_cast<int64_t>(
     1000 * (spec.runtime().has_metrics_interval_s()
@@ -183,7 +208,7 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
   // Progress is reported no more often than stages report their stats.
   if (opts.progress_interval < interval)
     opts.progress_interval = interval;
-  result.coordinator_ = sys.spawn(coordinator_main, std::move(opts), promise);
+  result.coordinator_ = sys.spawn(coordinator_main, std::move(opts), slot);
 
   // Spawn every replica, stage by stage.
   std::vector<std::vector<caf::actor>> replicas(spec.stage_size());

@@ -50,7 +50,7 @@ using clock_type = std::chrono::steady_clock;
 
 // A source pushes at most this many items per message it handles, so that a
 // fast source on a shared scheduler thread yields to other actors.
-constexpr int produce_burst = 16;
+constexpr int produce_burst = 32;
 
 struct input_event {
   enum kind_type { item, epoch_end, stream_end } kind;

@@ -164,6 +164,8 @@ int main(int argc, char** argv) {
                "actorflow"};
   app.set_version_flag("--version", std::string{"actorflow "} + af::version);
   app.require_subcommand(1);
+  // Global options may also follow the subcommand: `run x --log-level debug`.
+  app.fallthrough();
   std::string log_level = "info";
   app
     .add_option("--log-level", log_level,

@@ -27,6 +27,7 @@ case $case_name in
     ;;
   usage)
     run; expect_rc 2
+    run validate "$data/small.pbtxt" --log-level debug; expect_rc 0
     run frobnicate; expect_rc 2
     run run; expect_rc 2; expect_err "topology is required"
     run run "$data/small.pbtxt" --threads -1; expect_rc 2
@@ -87,10 +88,13 @@ case $case_name in
   terminal)
     # On a terminal the progress display is one line rewritten in place.
     command -v script >/dev/null || { echo "SKIP: script(1) not installed"; exit 0; }
-    script -qec "'$bin' run '$data/small.pbtxt'" "$tmp/typescript" >"$tmp/out" 2>&1 </dev/null
+    script -qec "timeout --preserve-status -s INT 2 '$bin' run '$data/long.pbtxt'" "$tmp/typescript" >"$tmp/out" 2>&1 </dev/null
     rc=$?
-    expect_rc 0
-    expect_out "job 'small' finished"
+    expect_rc 130
+    expect_out "job 'long' stopped early"
+    # The live line: carriage return, erase-line, counters.
+    grep -q $'\r\033\[K.*records/s' "$tmp/typescript" || fail "no live progress line"
+    [ "$(grep -c 'progress: ' "$tmp/typescript")" -eq 0 ] || fail "log lines on a terminal"
     ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
