@@ -11,7 +11,6 @@
 #include <CLI/CLI.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
-#include <caf/io/middleman.hpp>
 #include <caf/scheduler/abstract_coordinator.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -101,7 +100,6 @@ int cmd_run(const run_args& args, const af::registry& reg) {
     opts.scheduler = args.scheduler;
   caf::actor_system_config cfg;
   af::add_message_types(cfg);
-  cfg.load<caf::io::middleman>();
   af::apply(opts, cfg);
   caf::actor_system sys{cfg};
 
@@ -131,17 +129,30 @@ int cmd_run(const run_args& args, const af::registry& reg) {
   }
   bool stop_sent = false;
   bool abort_sent = false;
+  int signals_at_stop = 0;
+  auto stop_time = std::chrono::steady_clock::now();
   std::optional<af::run_result> result;
   while (!(result = job->wait_for(std::chrono::milliseconds{100}))) {
     auto n = signals_received.load();
     if (n >= 1 && !stop_sent) {
       stop_sent = true;
+      signals_at_stop = n;
+      stop_time = std::chrono::steady_clock::now();
       display.finish();
       spdlog::warn("interrupted: draining the pipeline (press Ctrl-C again "
                    "to abort)");
       job->stop();
+      continue;
     }
-    if (n >= 2 && !abort_sent) {
+    if (!stop_sent || abort_sent)
+      continue;
+    // One Ctrl-C can arrive twice (the terminal's process group and a
+    // supervisor such as timeout(1) both signal us): only a signal that
+    // comes well after the first one aborts.
+    if (std::chrono::steady_clock::now() - stop_time
+        < std::chrono::milliseconds{500}) {
+      signals_at_stop = n;
+    } else if (n > signals_at_stop) {
       abort_sent = true;
       job->abort("aborted by a second interrupt");
     }

@@ -85,6 +85,18 @@ case $case_name in
     expect_out "job 'long' stopped early"
     expect_err "draining"
     ;;
+  abort)
+    # A second interrupt, well after the first, aborts a slow drain.
+    "$bin" run "$data/slow_drain.pbtxt" >"$tmp/out" 2>"$tmp/err" </dev/null &
+    pid=$!
+    sleep 1
+    kill -INT $pid
+    sleep 1
+    kill -INT $pid
+    wait $pid; rc=$?
+    expect_rc 130
+    expect_err "aborted by a second interrupt"
+    ;;
   terminal)
     # On a terminal the progress display is one line rewritten in place.
     command -v script >/dev/null || { echo "SKIP: script(1) not installed"; exit 0; }
