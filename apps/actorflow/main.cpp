@@ -115,6 +115,9 @@ int cmd_run(const run_args& args, const af::registry& reg) {
   af::cli::progress_display display{isatty(STDERR_FILENO) == 1,
                                     std::chrono::seconds{args.log_every_s}};
   af::job_options jopts;
+  // Stages report every 0.5 s; refreshing the line once a second shows
+  // counts that are at most half a second old.
+  jopts.progress_interval = std::chrono::seconds{1};
   if (!args.no_progress)
     jopts.on_progress = [&display](const af::job_progress& p) {
       display.update(p);

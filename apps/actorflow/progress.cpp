@@ -31,15 +31,22 @@ progress_display::progress_display(bool terminal, std::chrono::seconds every)
 
 void progress_display::update(const job_progress& p) {
   std::lock_guard<std::mutex> guard{mtx_};
-  auto secs = p.elapsed_s > 0 ? p.elapsed_s : 1e-9;
+  auto secs = p.elapsed_s - last_elapsed_;
+  if (secs <= 0)
+    secs = 1e-9;
+  auto records_per_s = static_cast<double>(p.records - last_records_) / secs;
+  auto bytes_per_s = static_cast<double>(p.bytes - last_bytes_) / secs;
   if (terminal_) {
+    last_elapsed_ = p.elapsed_s;
+    last_records_ = p.records;
+    last_bytes_ = p.bytes;
     std::fprintf(stderr,
                  "\r\033[K%s items | %s records | %s records/s | %s/s | "
                  "%.1f s",
                  human_count(static_cast<double>(p.items)).c_str(),
                  human_count(static_cast<double>(p.records)).c_str(),
-                 human_count(static_cast<double>(p.records) / secs).c_str(),
-                 human_bytes(static_cast<double>(p.bytes) / secs).c_str(),
+                 human_count(records_per_s).c_str(),
+                 human_bytes(bytes_per_s).c_str(),
                  p.elapsed_s);
     std::fflush(stderr);
     line_shown_ = true;
@@ -49,9 +56,11 @@ void progress_display::update(const job_progress& p) {
   if (now - last_log_ < log_every_)
     return;
   last_log_ = now;
+  last_elapsed_ = p.elapsed_s;
+  last_records_ = p.records;
+  last_bytes_ = p.bytes;
   spdlog::info("progress: {} items, {} records, {} records/s, {:.1f} s",
-               p.items, p.records,
-               static_cast<uint64_t>(static_cast<double>(p.records) / secs),
+               p.items, p.records, static_cast<uint64_t>(records_per_s),
                p.elapsed_s);
 }
 

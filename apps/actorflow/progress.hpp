@@ -22,6 +22,11 @@ private:
   std::mutex mtx_;
   bool terminal_;
   bool line_shown_ = false;
+  // The previous update, for the current rate (counts lag the clock by up
+  // to one stats interval, so an average since the start reads low).
+  double last_elapsed_ = 0;
+  uint64_t last_records_ = 0;
+  uint64_t last_bytes_ = 0;
   std::chrono::seconds log_every_;
   std::chrono::steady_clock::time_point last_log_;
 };
