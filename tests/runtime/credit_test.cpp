@@ -17,28 +17,34 @@ caf::behavior idle(caf::event_based_actor*, int) {
   return {[](int) {}};
 }
 
-} // namespace
-
-TEST_CASE("outbound never exceeds the window or the byte budget",
-          "[credit]") {
+// Two live actors to stand for the peers of an edge.
+struct peers {
   test::config cfg;
   caf::actor_system sys{cfg};
-  auto a = sys.spawn(idle, 0);
+  caf::actor a = sys.spawn(idle, 0);
+  caf::actor b = sys.spawn(idle, 0);
+  ~peers() { caf::anon_send_exit(b, caf::exit_reason::kill); }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(peers, "outbound never exceeds the window or the byte budget",
+                 "[credit]") {
   outbound out;
   out.add(a, "a");
-  CHECK(out.pick(1) == nullptr);  // no credit before open
+  CHECK(out.pick(1) == nullptr); // no credit before open
   REQUIRE(out.open(id_of(a), 3, 100));
   for (int i = 0; i < 3; ++i) {
     auto* e = out.pick(30);
     REQUIRE(e != nullptr);
     out.sent(*e, 30);
   }
-  CHECK(out.pick(1) == nullptr);  // window full
+  CHECK(out.pick(1) == nullptr); // window full
   out.credit(id_of(a), 2, 60);
   auto* e = out.pick(50);
-  REQUIRE(e != nullptr);  // 30 + 50 <= 100
+  REQUIRE(e != nullptr); // 30 + 50 <= 100
   out.sent(*e, 50);
-  CHECK(out.pick(21) == nullptr);  // 80 + 21 > 100
+  CHECK(out.pick(21) == nullptr); // 80 + 21 > 100
   CHECK(out.pick(20) != nullptr);
   out.credit(id_of(a), 2, 80);
   // Nothing in flight: an item larger than the whole budget may go alone.
@@ -48,16 +54,13 @@ TEST_CASE("outbound never exceeds the window or the byte budget",
   auto s = out.stats().at(0);
   CHECK(s.max_in_flight_items == 3);
   CHECK(s.items_sent == 5);
-  caf::anon_send_exit(a, caf::exit_reason::kill);
 }
 
-TEST_CASE("outbound prefers the consumer with the most unused credit and "
-          "returns a dead consumer's credit",
-          "[credit]") {
-  test::config cfg;
-  caf::actor_system sys{cfg};
-  auto a = sys.spawn(idle, 0);
-  auto b = sys.spawn(idle, 0);
+TEST_CASE_METHOD(
+    peers,
+    "outbound prefers the consumer with the most unused credit and "
+    "returns a dead consumer's credit",
+    "[credit]") {
   outbound out;
   out.add(a, "a");
   out.add(b, "b");
@@ -82,17 +85,12 @@ TEST_CASE("outbound prefers the consumer with the most unused credit and "
   REQUIRE(stats.size() == 2);
   CHECK(stats[1].peer == "b");
   CHECK(stats[1].lost_items == 1);
-  caf::anon_send_exit(a, caf::exit_reason::kill);
-  caf::anon_send_exit(b, caf::exit_reason::kill);
 }
 
-TEST_CASE("inbound returns credit in half-window chunks and aligns "
-          "epochs across inputs",
-          "[credit]") {
-  test::config cfg;
-  caf::actor_system sys{cfg};
-  auto a = sys.spawn(idle, 0);
-  auto b = sys.spawn(idle, 0);
+TEST_CASE_METHOD(peers,
+                 "inbound returns credit in half-window chunks and aligns "
+                 "epochs across inputs",
+                 "[credit]") {
   inbound in;
   in.add(a, "a", 8, 0);
   in.add(b, "b", 1, 0);
@@ -102,11 +100,11 @@ TEST_CASE("inbound returns credit in half-window chunks and aligns "
   CHECK_FALSE(in.consumed(ea, 10, false));
   CHECK_FALSE(in.consumed(ea, 10, false));
   CHECK_FALSE(in.consumed(ea, 10, false));
-  CHECK(in.consumed(ea, 10, false));  // 4 = 8 / 2
+  CHECK(in.consumed(ea, 10, false)); // 4 = 8 / 2
   CHECK(in.take_credit(ea) == std::make_pair(uint64_t{4}, uint64_t{40}));
-  CHECK(in.consumed(ea, 1, true));  // idle: return whatever we hold
+  CHECK(in.consumed(ea, 1, true)); // idle: return whatever we hold
   CHECK(in.take_credit(ea) == std::make_pair(uint64_t{1}, uint64_t{1}));
-  CHECK(in.consumed(eb, 5, false));  // window 1: at once
+  CHECK(in.consumed(eb, 5, false)); // window 1: at once
   CHECK(in.end_epoch(ea, 0).empty());
   CHECK(in.end_epoch(eb, 0) == std::vector<uint64_t>{0});
   CHECK(in.end_epoch(eb, 1).empty());
@@ -115,6 +113,4 @@ TEST_CASE("inbound returns credit in half-window chunks and aligns "
   CHECK(in.end_epoch(ea, 1) == std::vector<uint64_t>{1});
   ea.ended = true;
   CHECK(in.all_ended());
-  caf::anon_send_exit(a, caf::exit_reason::kill);
-  caf::anon_send_exit(b, caf::exit_reason::kill);
 }

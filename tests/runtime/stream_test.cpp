@@ -26,13 +26,11 @@ uint64_t max_in_flight(const stage_stats& s) {
 
 } // namespace
 
-TEST_CASE("slow consumer bounds in-flight items to the window and memory "
-          "stays flat over 1e6 items",
-          "[stream][slow]") {
-  auto obs = std::make_shared<observations>();
-  auto reg = make_registry(obs);
-  config cfg;
-  caf::actor_system sys{cfg};
+TEST_CASE_METHOD(
+    fixture,
+    "slow consumer bounds in-flight items to the window and memory "
+    "stays flat over 1e6 items",
+    "[stream][slow]") {
   constexpr uint64_t window = 16;
   constexpr int64_t items = 1000000;
   // The consumer does ten times the producer's work per item.
@@ -51,10 +49,8 @@ TEST_CASE("slow consumer bounds in-flight items to the window and memory "
     while (running) {
       auto done = obs->items.load();
       auto rss = rss_bytes();
-      if (done >= items / 10 && baseline == 0)
-        baseline = rss;
-      if (baseline != 0)
-        peak = std::max<uint64_t>(peak, rss);
+      if (done >= items / 10 && baseline == 0) baseline = rss;
+      if (baseline != 0) peak = std::max<uint64_t>(peak, rss);
       std::this_thread::sleep_for(std::chrono::milliseconds{20});
     }
   }};
@@ -76,13 +72,10 @@ TEST_CASE("slow consumer bounds in-flight items to the window and memory "
   CHECK(peak - std::min(peak.load(), baseline.load()) < 16u * 1024 * 1024);
 }
 
-TEST_CASE("fan-out sends more items to the replica that returns credit "
-          "faster",
-          "[stream]") {
-  auto obs = std::make_shared<observations>();
-  auto reg = make_registry(obs);
-  config cfg;
-  caf::actor_system sys{cfg};
+TEST_CASE_METHOD(fixture,
+                 "fan-out sends more items to the replica that returns credit "
+                 "faster",
+                 "[stream]") {
   // Replica 0 needs 6 ms per item, replica 1 needs 2 ms: speeds 1x and 3x.
   auto text = R"(
     stage { name: "src" type: "test_source"
@@ -103,12 +96,9 @@ TEST_CASE("fan-out sends more items to the replica that returns credit "
   CHECK(ratio < 4.5);
 }
 
-TEST_CASE("fan-in from three producers delivers every item exactly once",
-          "[stream]") {
-  auto obs = std::make_shared<observations>();
-  auto reg = make_registry(obs);
-  config cfg;
-  caf::actor_system sys{cfg};
+TEST_CASE_METHOD(fixture,
+                 "fan-in from three producers delivers every item exactly once",
+                 "[stream]") {
   auto text = R"(
     stage { name: "src" type: "test_source" replicas: 3
             options { key: "items" value: "30000" } }
@@ -132,12 +122,10 @@ TEST_CASE("fan-in from three producers delivers every item exactly once",
   }
 }
 
-TEST_CASE("the byte budget bounds bytes in flight with items of varying size",
-          "[stream]") {
-  auto obs = std::make_shared<observations>();
-  auto reg = make_registry(obs);
-  config cfg;
-  caf::actor_system sys{cfg};
+TEST_CASE_METHOD(
+    fixture,
+    "the byte budget bounds bytes in flight with items of varying size",
+    "[stream]") {
   // Items of 1 to 10 KiB, 100 items of credit but only 16 KiB of budget.
   auto text = R"(
     stage { name: "src" type: "test_source"
@@ -154,17 +142,14 @@ TEST_CASE("the byte budget bounds bytes in flight with items of varying size",
   CHECK(e.items_sent == 2000);
   CHECK(e.byte_budget == 16384);
   CHECK(e.max_in_flight_bytes <= 16384);
-  CHECK(e.max_in_flight_bytes > 8192);  // the budget, not the window, bound
+  CHECK(e.max_in_flight_bytes > 8192); // the budget, not the window, bound
   CHECK(e.max_in_flight_items < 100);
   CHECK(stats_of(r, "sink[0]").items_in == 2000);
 }
 
-TEST_CASE("end of stream drains the graph and every actor exits",
-          "[stream]") {
-  auto obs = std::make_shared<observations>();
-  auto reg = make_registry(obs);
-  config cfg;
-  caf::actor_system sys{cfg};
+TEST_CASE_METHOD(fixture,
+                 "end of stream drains the graph and every actor exits",
+                 "[stream]") {
   auto text = R"(
     stage { name: "reader" type: "synthetic_source"
             synthetic_source { records: 10000 records_per_item: 32
@@ -181,19 +166,13 @@ TEST_CASE("end of stream drains the graph and every actor exits",
   CHECK(r.final.records == 20000);
   // 10000 records per epoch in batches of 100, remainders flushed per epoch.
   CHECK(stats_of(r, "batch[0]").records_out == 20000);
-  auto done = std::async(std::launch::async,
-                         [&] { sys.await_all_actors_done(); });
-  REQUIRE(done.wait_for(std::chrono::seconds{10})
-          == std::future_status::ready);
+  REQUIRE(all_actors_exit(sys));
   CHECK(sys.registry().running() == 0);
 }
 
-TEST_CASE("a failing stage ends the job with its name and cause",
-          "[stream]") {
-  auto obs = std::make_shared<observations>();
-  auto reg = make_registry(obs);
-  config cfg;
-  caf::actor_system sys{cfg};
+TEST_CASE_METHOD(fixture,
+                 "a failing stage ends the job with its name and cause",
+                 "[stream]") {
   auto text = R"(
     stage { name: "src" type: "test_source"
             options { key: "items" value: "100000" } }
@@ -206,19 +185,14 @@ TEST_CASE("a failing stage ends the job with its name and cause",
   CHECK(r.error.find("boom[0]") != std::string::npos);
   CHECK(r.error.find("injected failure at item 5") != std::string::npos);
   CHECK(r.error.find('\n') == std::string::npos);
-  auto done = std::async(std::launch::async,
-                         [&] { sys.await_all_actors_done(); });
-  REQUIRE(done.wait_for(std::chrono::seconds{10})
-          == std::future_status::ready);
+  REQUIRE(all_actors_exit(sys));
 }
 
-TEST_CASE("a consumer replica that goes down fails the job at once instead "
-          "of hanging",
-          "[stream]") {
-  auto obs = std::make_shared<observations>();
-  auto reg = make_registry(obs);
-  config cfg;
-  caf::actor_system sys{cfg};
+TEST_CASE_METHOD(
+    fixture,
+    "a consumer replica that goes down fails the job at once instead "
+    "of hanging",
+    "[stream]") {
   auto text = R"(
     stage { name: "src" type: "test_source"
             options { key: "items" value: "100000000" } }
@@ -232,26 +206,19 @@ TEST_CASE("a consumer replica that goes down fails the job at once instead "
   std::this_thread::sleep_for(std::chrono::milliseconds{200});
   caf::actor victim;
   for (auto& [label, handle] : j.replicas())
-    if (label == "work[1]")
-      victim = handle;
+    if (label == "work[1]") victim = handle;
   REQUIRE(victim);
   caf::anon_send_exit(victim, caf::exit_reason::kill);
   auto r = j.wait_for(std::chrono::seconds{10});
   REQUIRE(r);
   CHECK_FALSE(r->ok);
   CHECK(r->error.find("stage work[1] went down") != std::string::npos);
-  auto done = std::async(std::launch::async,
-                         [&] { sys.await_all_actors_done(); });
-  REQUIRE(done.wait_for(std::chrono::seconds{10})
-          == std::future_status::ready);
+  REQUIRE(all_actors_exit(sys));
 }
 
-TEST_CASE("stop() ends the sources early and the pipeline drains",
-          "[stream]") {
-  auto obs = std::make_shared<observations>();
-  auto reg = make_registry(obs);
-  config cfg;
-  caf::actor_system sys{cfg};
+TEST_CASE_METHOD(fixture,
+                 "stop() ends the sources early and the pipeline drains",
+                 "[stream]") {
   auto text = R"(
     stage { name: "src" type: "test_source"
             options { key: "items" value: "100000000" } }

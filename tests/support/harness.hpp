@@ -45,6 +45,17 @@ struct config : caf::actor_system_config {
 ///  - "test_map" (transform): forwards items; fail_at as above.
 registry make_registry(std::shared_ptr<observations> obs);
 
+/// An actor system with the test registry: what most stream tests need.
+struct fixture {
+  std::shared_ptr<observations> obs = std::make_shared<observations>();
+  registry reg = make_registry(obs);
+  config cfg;
+  caf::actor_system sys{cfg};
+};
+
+/// Whether every actor of `sys` exits within 10 s.
+bool all_actors_exit(caf::actor_system& sys);
+
 /// Loads `text` (must be valid: REQUIREs it) and runs it. Fails the test if
 /// the job does not end within `limit`.
 run_result run_text(caf::actor_system& sys, const registry& reg,
