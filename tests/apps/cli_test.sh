@@ -49,10 +49,20 @@ case $case_name in
     run run "$tmp/garbage.pbtxt"; expect_rc 2; expect_err "garbage.pbtxt"
     head -c 100000000 /dev/zero | tr '\0' ' ' >"$tmp/big.pbtxt"
     run validate "$tmp/big.pbtxt"; expect_rc 2; expect_err "limited to 16 MiB"
-    chmod 000 "$tmp/empty.pbtxt"
-    if [ "$(id -u)" -ne 0 ]; then
-      run validate "$tmp/empty.pbtxt"; expect_rc 2; expect_err "cannot open"
+    cp "$data/small.pbtxt" "$tmp/unreadable.pbtxt"
+    chmod 000 "$tmp/unreadable.pbtxt"
+    chmod 755 "$tmp"
+    if [ "$(id -u)" -eq 0 ]; then
+      # root reads anything: check as an unprivileged user instead, with a
+      # copy of the binary that user can reach.
+      cp "$bin" "$tmp/actorflow"
+      setpriv --reuid=65534 --regid=65534 --clear-groups \
+        "$tmp/actorflow" validate "$tmp/unreadable.pbtxt" >"$tmp/out" 2>"$tmp/err" </dev/null
+      rc=$?
+    else
+      run validate "$tmp/unreadable.pbtxt"
     fi
+    expect_rc 2; expect_err "unreadable.pbtxt: cannot open: Permission denied"
     ;;
   run_ok)
     run run "$data/small.pbtxt"; expect_rc 0
