@@ -11,8 +11,7 @@ namespace {
 class batcher : public stage_logic {
 public:
   batcher(int64_t batch_size, bool drop_remainder)
-    : batch_size_(batch_size), drop_remainder_(drop_remainder) {
-  }
+    : batch_size_(batch_size), drop_remainder_(drop_remainder) {}
 
   void process(batch&& item, emitter& out) override {
     auto n = item.records();
@@ -31,13 +30,9 @@ public:
       out.push(take(batch_size_));
   }
 
-  void end_of_epoch(uint64_t, emitter& out) override {
-    flush(out);
-  }
+  void end_of_epoch(uint64_t, emitter& out) override { flush(out); }
 
-  void finish(emitter& out) override {
-    flush(out);
-  }
+  void finish(emitter& out) override { flush(out); }
 
 private:
   void flush(emitter& out) {
@@ -72,11 +67,10 @@ private:
       };
       if (a.name != b.name || a.value.shape().empty()
           || !same_rows(a.value, b.value))
-        throw std::runtime_error("item " + std::to_string(item.seq)
-                                 + ": field '" + a.name + "' ("
-                                 + to_string(a.value)
-                                 + ") does not stack with earlier items' '"
-                                 + b.name + "' (" + to_string(b.value) + ")");
+        throw std::runtime_error(
+          "item " + std::to_string(item.seq) + ": field '" + a.name + "' ("
+          + to_string(a.value) + ") does not stack with earlier items' '"
+          + b.name + "' (" + to_string(b.value) + ")");
     }
   }
 
@@ -115,10 +109,10 @@ private:
 
   int64_t batch_size_;
   bool drop_remainder_;
-  batch layout_;  // fields and shapes every item must match
+  batch layout_; // fields and shapes every item must match
   std::deque<batch> pending_;
   int64_t pending_records_ = 0;
-  int64_t offset_ = 0;  // records of pending_.front() already taken
+  int64_t offset_ = 0; // records of pending_.front() already taken
   uint64_t seq_ = 0;
   uint64_t epoch_ = 0;
 };

@@ -8,12 +8,9 @@ namespace {
 
 class sink : public stage_logic {
 public:
-  explicit sink(int64_t work_ns) : work_ns_(work_ns) {
-  }
+  explicit sink(int64_t work_ns) : work_ns_(work_ns) {}
 
-  void process(batch&&, emitter&) override {
-    busy_work(work_ns_);
-  }
+  void process(batch&&, emitter&) override { busy_work(work_ns_); }
 
 private:
   int64_t work_ns_;

@@ -33,17 +33,15 @@ source_config config_of(const topology::Stage& s) {
 class synthetic_source : public stage_logic {
 public:
   synthetic_source(const stage_info& info, source_config cfg)
-    : info_(info), cfg_(cfg), next_(info.replica) {
-  }
+    : info_(info), cfg_(cfg), next_(info.replica) {}
 
   bool produce(emitter& out) override {
     if (epoch_ >= static_cast<uint64_t>(cfg_.epochs))
       return false;
     auto stride = static_cast<int64_t>(info_.replicas);
     // Records of this replica left in the epoch.
-    int64_t left = next_ < cfg_.records
-                     ? (cfg_.records - next_ + stride - 1) / stride
-                     : 0;
+    int64_t left =
+      next_ < cfg_.records ? (cfg_.records - next_ + stride - 1) / stride : 0;
     auto n = std::min(left, cfg_.records_per_item);
     if (n > 0) {
       auto x = tensor::allocate(dtype::u8, {n, cfg_.record_bytes});

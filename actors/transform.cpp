@@ -11,8 +11,7 @@ namespace {
 class transform : public stage_logic {
 public:
   transform(int64_t work_ns, bool touch, int64_t fail_at)
-    : work_ns_(work_ns), touch_(touch), fail_at_(fail_at) {
-  }
+    : work_ns_(work_ns), touch_(touch), fail_at_(fail_at) {}
 
   void process(batch&& item, emitter& out) override {
     if (seen_++ == fail_at_)
@@ -57,12 +56,9 @@ stage_type transform_type() {
   };
   t.make = [](const stage_info&, const topology::Stage& s) {
     auto& c = s.transform();
-    return std::make_shared<transform>(c.work_ns_per_record(),
-                                       c.has_touch_payload()
-                                         ? c.touch_payload()
-                                         : true,
-                                       c.has_fail_at_item() ? c.fail_at_item()
-                                                            : -1);
+    return std::make_shared<transform>(
+      c.work_ns_per_record(), c.has_touch_payload() ? c.touch_payload() : true,
+      c.has_fail_at_item() ? c.fail_at_item() : -1);
   };
   return t;
 }

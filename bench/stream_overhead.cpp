@@ -46,8 +46,7 @@ batch make_item(int64_t bytes) {
 class shared_item_source : public stage_logic {
 public:
   shared_item_source(int64_t count, int64_t bytes)
-    : left_(count), item_(make_item(bytes)) {
-  }
+    : left_(count), item_(make_item(bytes)) {}
   bool produce(emitter& out) override {
     if (left_-- <= 0)
       return false;
@@ -64,13 +63,17 @@ double chain_items_per_s(caf::actor_system& sys, registry& reg, int64_t count,
                          int64_t bytes, int64_t window) {
   std::string text = "stage { name: \"src\" type: \"bench_source\" "
                      "options { key: \"count\" value: \""
-                     + std::to_string(count) + "\" } options { key: \"bytes\" "
-                     "value: \"" + std::to_string(bytes) + "\" } }\n";
+                     + std::to_string(count)
+                     + "\" } options { key: \"bytes\" "
+                       "value: \""
+                     + std::to_string(bytes) + "\" } }\n";
   std::string prev = "src";
   for (int i = 1; i <= 4; ++i) {
     auto name = "pass" + std::to_string(i);
-    text += "stage { name: \"" + name + "\" type: \"transform\" input { stage: "
-            "\"" + prev + "\" window: " + std::to_string(window)
+    text += "stage { name: \"" + name
+            + "\" type: \"transform\" input { stage: "
+              "\""
+            + prev + "\" window: " + std::to_string(window)
             + " } transform { touch_payload: false } }\n";
     prev = name;
   }
@@ -93,8 +96,7 @@ struct receiver_state {
   std::shared_ptr<std::promise<void>> done;
 };
 
-caf::behavior receiver(caf::stateful_actor<receiver_state>* self,
-                       int64_t count,
+caf::behavior receiver(caf::stateful_actor<receiver_state>* self, int64_t count,
                        std::shared_ptr<std::promise<void>> done) {
   self->state.left = count;
   self->state.done = std::move(done);
@@ -108,8 +110,8 @@ caf::behavior receiver(caf::stateful_actor<receiver_state>* self,
   };
 }
 
-caf::behavior sender(caf::event_based_actor* self, caf::actor to,
-                     int64_t count, int64_t bytes) {
+caf::behavior sender(caf::event_based_actor* self, caf::actor to, int64_t count,
+                     int64_t bytes) {
   auto item = make_item(bytes);
   return {
     [=](int) {
@@ -120,8 +122,7 @@ caf::behavior sender(caf::event_based_actor* self, caf::actor to,
   };
 }
 
-double plain_items_per_s(caf::actor_system& sys, int64_t count,
-                         int64_t bytes) {
+double plain_items_per_s(caf::actor_system& sys, int64_t count, int64_t bytes) {
   auto done = std::make_shared<std::promise<void>>();
   auto fut = done->get_future();
   auto rcv = sys.spawn(receiver, count, done);

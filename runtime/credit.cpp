@@ -60,10 +60,10 @@ void outbound::sent(edge& e, uint64_t bytes) noexcept {
   e.in_flight_bytes += bytes;
   ++e.stats.items_sent;
   e.stats.bytes_sent += bytes;
-  e.stats.max_in_flight_items = std::max(e.stats.max_in_flight_items,
-                                         e.in_flight_items);
-  e.stats.max_in_flight_bytes = std::max(e.stats.max_in_flight_bytes,
-                                         e.in_flight_bytes);
+  e.stats.max_in_flight_items =
+    std::max(e.stats.max_in_flight_items, e.in_flight_items);
+  e.stats.max_in_flight_bytes =
+    std::max(e.stats.max_in_flight_bytes, e.in_flight_bytes);
 }
 
 uint64_t outbound::remove(peer_id id) {

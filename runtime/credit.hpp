@@ -5,8 +5,9 @@
 //   what each consumer granted (window, byte budget), what is in flight, and
 //   picks the consumer with the most unused credit for the next item.
 // inbound: a consumer replica's edges from its producer replicas. It counts
-//   what arrived, decides when to hand credit back (in half-window chunks, to cut the
-//   message count), and tracks end-of-epoch and end-of-stream per input.
+//   what arrived, decides when to hand credit back (in half-window chunks, to
+//   cut the message count), and tracks end-of-epoch and end-of-stream per
+//   input.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +36,7 @@ public:
   struct edge {
     caf::actor peer;
     peer_id id = nullptr;
-    bool open = false;  // the consumer granted its initial credit
+    bool open = false; // the consumer granted its initial credit
     uint64_t in_flight_items = 0;
     uint64_t in_flight_bytes = 0;
     /// Items granted credit and counted in flight, not yet handed to CAF:
@@ -85,12 +86,12 @@ public:
     std::string name;
     uint64_t window = 0;
     uint64_t byte_budget = 0;
-    uint64_t held_items = 0;  // arrived, not yet credited back
-    uint64_t done_items = 0;  // consumed, credit not yet sent
+    uint64_t held_items = 0; // arrived, not yet credited back
+    uint64_t done_items = 0; // consumed, credit not yet sent
     uint64_t done_bytes = 0;
     uint64_t epochs_ended = 0;
-    bool eos_received = false;  // end_of_stream is in our input queue
-    bool ended = false;         // ... and has been handled
+    bool eos_received = false; // end_of_stream is in our input queue
+    bool ended = false;        // ... and has been handled
   };
 
   void add(caf::actor peer, std::string name, uint64_t window,

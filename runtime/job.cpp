@@ -66,8 +66,8 @@ using coordinator_actor = caf::stateful_actor<coordinator_state>;
 
 job_progress progress_of(coordinator_state& st) {
   job_progress p;
-  p.elapsed_s = std::chrono::duration<double>(clock_type::now() - st.begin)
-                  .count();
+  p.elapsed_s =
+    std::chrono::duration<double>(clock_type::now() - st.begin).count();
   // Stages in topology order (the order they were spawned in).
   for (auto& r : st.replicas) {
     auto it = st.stats.find(r.label);
@@ -185,8 +185,7 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
     [=](progress_atom) {
       auto& st = self->state;
       st.opts.on_progress(progress_of(st));
-      self->delayed_send(self, st.opts.progress_interval,
-                         progress_atom::value);
+      self->delayed_send(self, st.opts.progress_interval, progress_atom::value);
     },
   };
 }
@@ -199,10 +198,11 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
   auto slot = std::make_shared<result_slot>();
   result.result_ = slot->promise.get_future().share();
   auto& spec = topo.spec;
-  auto interval = std::chrono::milliseconds{static_cast<int64_t>(
-    1000 * (spec.runtime().has_metrics_interval_s()
-              ? spec.runtime().metrics_interval_s()
-              : default_metrics_interval_s))};
+  auto interval = std::chrono::milliseconds{
+    static_cast<int64_t>(1000
+                         * (spec.runtime().has_metrics_interval_s()
+                              ? spec.runtime().metrics_interval_s()
+                              : default_metrics_interval_s))};
   if (interval.count() < 1)
     interval = std::chrono::milliseconds{1};
   // Progress is reported no more often than stages report their stats.

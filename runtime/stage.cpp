@@ -76,8 +76,8 @@ struct stage_state : emitter {
   bool source = false;
   bool produce_scheduled = false;
   bool source_done = false;
-  bool finished = false;  // finish() ran, end_of_stream is queued
-  bool failed = false;    // a stream_error was raised or received
+  bool finished = false; // finish() ran, end_of_stream is queued
+  bool failed = false;   // a stream_error was raised or received
   stage_stats stats;
   clock_type::time_point since = clock_type::now();
   bool waiting_for_credit = false;
@@ -157,8 +157,8 @@ void flush_outputs(stage_actor* self) {
     if (ev.kind == output_event::item) {
       if (st.out.empty()) {
         fail(self, "every consumer of this stage is gone; "
-                   + std::to_string(st.outputs.size())
-                   + " items cannot be delivered");
+                     + std::to_string(st.outputs.size())
+                     + " items cannot be delivered");
         return;
       }
       auto bytes = ev.value.byte_size();
@@ -296,8 +296,7 @@ void pump(stage_actor* self) {
     for (auto& e : st.in.edges())
       if (e.done_items > 0)
         send_credit(self, e);
-  st.waiting_for_credit = !st.outputs.empty()
-                          || (st.source && !st.source_done);
+  st.waiting_for_credit = !st.outputs.empty() || (st.source && !st.source_done);
 }
 
 // Time accounting around every message: the gap since the last message is
@@ -373,15 +372,15 @@ caf::behavior running(stage_actor* self) {
     },
     [=](open_atom, uint64_t window, uint64_t byte_budget) {
       on_message(self, [&] {
-        auto id = caf::actor_cast<caf::actor_control_block*>(
-          self->current_sender());
+        auto id =
+          caf::actor_cast<caf::actor_control_block*>(self->current_sender());
         self->state.out.open(id, window, byte_budget);
       });
     },
     [=](demand_atom, uint64_t items, uint64_t bytes) {
       on_message(self, [&] {
-        auto id = caf::actor_cast<caf::actor_control_block*>(
-          self->current_sender());
+        auto id =
+          caf::actor_cast<caf::actor_control_block*>(self->current_sender());
         self->state.out.credit(id, items, bytes);
       });
     },
@@ -431,10 +430,12 @@ void on_down(stage_actor* self, caf::down_msg& dm) {
     }
     if (auto* e = st.in.find(id)) {
       if (!e->eos_received) {
-        auto reason = dm.reason ? caf::to_string(dm.reason)
-                                : std::string{"exited"};
-        fail(self, "input from '" + e->name + "' went down before its end "
-                   "of stream: " + reason);
+        auto reason =
+          dm.reason ? caf::to_string(dm.reason) : std::string{"exited"};
+        fail(self, "input from '" + e->name
+                     + "' went down before its end "
+                       "of stream: "
+                     + reason);
       }
       return;
     }

@@ -44,8 +44,8 @@ public:
 
 /// Identity of one replica, handed to the stage's factory.
 struct stage_info {
-  std::string name;  // stage name from the topology
-  std::string type;  // registered type
+  std::string name; // stage name from the topology
+  std::string type; // registered type
   uint32_t replica = 0;
   uint32_t replicas = 1;
   uint64_t seed = 0;

@@ -20,7 +20,7 @@ struct edge_stats {
   uint64_t bytes_sent = 0;
   uint64_t max_in_flight_items = 0;
   uint64_t max_in_flight_bytes = 0;
-  uint64_t lost_items = 0;  // in flight when the peer went down
+  uint64_t lost_items = 0; // in flight when the peer went down
 };
 
 template <class Inspector>
@@ -31,7 +31,7 @@ typename Inspector::result_type inspect(Inspector& f, edge_stats& x) {
 }
 
 struct stage_stats {
-  std::string stage;  // "name[replica]"
+  std::string stage; // "name[replica]"
   std::string stage_name;
   uint32_t replica = 0;
   bool is_sink = false;

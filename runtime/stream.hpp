@@ -63,9 +63,9 @@ typename Inspector::result_type inspect(Inspector& f, stream_error& x) {
 /// One input edge of a stage replica, as the coordinator wires it.
 struct upstream_edge {
   caf::actor peer;
-  std::string name;          // producer replica, e.g. "reader[0]"
-  uint64_t window = 8;       // items in flight, >= 1
-  uint64_t byte_budget = 0;  // payload bytes in flight, 0 = unlimited
+  std::string name;         // producer replica, e.g. "reader[0]"
+  uint64_t window = 8;      // items in flight, >= 1
+  uint64_t byte_budget = 0; // payload bytes in flight, 0 = unlimited
 };
 
 template <class Inspector>

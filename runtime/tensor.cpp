@@ -63,7 +63,7 @@ bool dtype_valid(uint8_t raw) noexcept {
 buffer::buffer(size_t size)
   : data_(size == 0 ? nullptr
                     : static_cast<std::byte*>(
-                        ::operator new[](size, buffer_alignment))),
+                      ::operator new[](size, buffer_alignment))),
     size_(size) {
 }
 
@@ -104,9 +104,11 @@ tensor::tensor(dtype t, shape_type shape, std::shared_ptr<const buffer> buf)
     throw std::invalid_argument("tensor shape has a negative or overflowing "
                                 "dimension");
   if (n != byte_size())
-    throw std::invalid_argument("tensor buffer holds " +
-                                std::to_string(byte_size()) + " bytes, shape "
-                                "needs " + std::to_string(n));
+    throw std::invalid_argument("tensor buffer holds "
+                                + std::to_string(byte_size())
+                                + " bytes, shape "
+                                  "needs "
+                                + std::to_string(n));
 }
 
 int64_t tensor::elements() const noexcept {
@@ -153,15 +155,15 @@ caf::error tensor::load(caf::deserializer& source) {
     return err;
   if (!dtype_valid(raw_type))
     return caf::make_error(caf::sec::invalid_argument,
-                           "af::tensor: unknown dtype " +
-                             std::to_string(raw_type));
+                           "af::tensor: unknown dtype "
+                             + std::to_string(raw_type));
   size_t rank = 0;
   if (auto err = source.begin_sequence(rank))
     return err;
   if (rank > max_rank)
     return caf::make_error(caf::sec::invalid_argument,
-                           "af::tensor: rank " + std::to_string(rank) +
-                             " exceeds " + std::to_string(max_rank));
+                           "af::tensor: rank " + std::to_string(rank)
+                             + " exceeds " + std::to_string(max_rank));
   shape_type shape(rank);
   for (auto& d : shape)
     if (auto err = source(d))
@@ -175,8 +177,8 @@ caf::error tensor::load(caf::deserializer& source) {
   auto t = static_cast<dtype>(raw_type);
   if (!byte_size_of(t, shape, expected) || expected != n)
     return caf::make_error(caf::sec::invalid_argument,
-                           "af::tensor: payload of " + std::to_string(n) +
-                             " bytes does not match its shape");
+                           "af::tensor: payload of " + std::to_string(n)
+                             + " bytes does not match its shape");
   // Never allocate more than the message can hold.
   if (auto* bin = dynamic_cast<caf::binary_deserializer*>(&source))
     if (bin->remaining() < n)

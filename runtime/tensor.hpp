@@ -93,9 +93,7 @@ public:
     return reinterpret_cast<T*>(mutable_data());
   }
 
-  const std::shared_ptr<const buffer>& storage() const noexcept {
-    return buf_;
-  }
+  const std::shared_ptr<const buffer>& storage() const noexcept { return buf_; }
 
   /// Byte size of dtype x shape, or an error string on negative or
   /// overflowing dimensions.
@@ -115,7 +113,9 @@ private:
 
 /// Structural equality: dtype, shape and payload bytes.
 bool operator==(const tensor& a, const tensor& b);
-inline bool operator!=(const tensor& a, const tensor& b) { return !(a == b); }
+inline bool operator!=(const tensor& a, const tensor& b) {
+  return !(a == b);
+}
 
 std::string to_string(const tensor& x);
 

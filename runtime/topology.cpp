@@ -35,18 +35,16 @@ namespace {
 class collector : public pb::io::ErrorCollector {
 public:
   collector(std::string file, std::vector<topology_error>& errors)
-    : file_(std::move(file)), errors_(errors) {
-  }
+    : file_(std::move(file)), errors_(errors) {}
 
   void AddError(int line, pb::io::ColumnNumber column,
                 const std::string& message) override {
-    errors_.push_back(topology_error{
-      file_, line + 1,
-      "column " + std::to_string(column + 1) + ": " + message});
+    errors_.push_back(
+      topology_error{file_, line + 1,
+                     "column " + std::to_string(column + 1) + ": " + message});
   }
 
-  void AddWarning(int, pb::io::ColumnNumber, const std::string&) override {
-  }
+  void AddWarning(int, pb::io::ColumnNumber, const std::string&) override {}
 
 private:
   std::string file_;
@@ -68,8 +66,7 @@ public:
   validator(const std::string& file, const topology::Topology& spec,
             const pb::TextFormat::ParseInfoTree& tree, const registry& reg,
             std::vector<topology_error>& errors)
-    : file_(file), spec_(spec), tree_(tree), reg_(reg), errors_(errors) {
-  }
+    : file_(file), spec_(spec), tree_(tree), reg_(reg), errors_(errors) {}
 
   loaded_topology run() {
     auto* topo_desc = topology::Topology::descriptor();
@@ -140,9 +137,9 @@ private:
     for (int i = 0; i < spec_.stage_size(); ++i) {
       auto& s = spec_.stage(i);
       if (replicas_of(s) < 1)
-        error(field_line(i, "replicas"),
-              "stage '" + s.name() + "': replicas must be >= 1, got "
-                + std::to_string(s.replicas()));
+        error(field_line(i, "replicas"), "stage '" + s.name()
+                                           + "': replicas must be >= 1, got "
+                                           + std::to_string(s.replicas()));
       if (s.type().empty()) {
         error(lines_[i], "stage '" + s.name() + "' has no type");
         continue;
@@ -160,8 +157,8 @@ private:
       if (type->check) {
         auto msg = type->check(s);
         if (!msg.empty())
-          error(lines_[i], "stage '" + s.name() + "' (" + s.type()
-                             + "): " + msg);
+          error(lines_[i],
+                "stage '" + s.name() + "' (" + s.type() + "): " + msg);
       }
     }
   }
@@ -214,9 +211,9 @@ private:
         continue;
       auto kind = type->kind;
       if (kind == stage_kind::source && s.input_size() > 0)
-        error(field_line(i, "input", 0),
-              "stage '" + s.name() + "' is a source (" + s.type()
-                + ") and takes no input");
+        error(field_line(i, "input", 0), "stage '" + s.name()
+                                           + "' is a source (" + s.type()
+                                           + ") and takes no input");
       if (kind != stage_kind::source && s.input_size() == 0)
         error(lines_[i], "stage '" + s.name() + "' (" + s.type()
                            + ") needs at least one input");
@@ -280,8 +277,8 @@ private:
       return;
     auto& rt = spec_.runtime();
     auto* d = topology::Runtime::descriptor();
-    auto* rt_field = topology::Topology::descriptor()->FindFieldByName(
-      "runtime");
+    auto* rt_field =
+      topology::Topology::descriptor()->FindFieldByName("runtime");
     auto base = line_of(&tree_, rt_field, -1, 1);
     auto* sub = tree_.GetTreeForNested(rt_field, -1);
     auto line = [&](const char* name) {

@@ -25,7 +25,7 @@ constexpr double default_metrics_interval_s = 0.5;
 
 struct topology_error {
   std::string file;
-  int line = 0;  // 1-based; 0 when the problem has no line (unreadable file)
+  int line = 0; // 1-based; 0 when the problem has no line (unreadable file)
   std::string message;
   /// "file:line: message", or "file: message" without a line.
   std::string to_string() const;
@@ -43,7 +43,7 @@ struct loaded_topology {
 
 struct load_result {
   std::optional<loaded_topology> topology;
-  std::vector<topology_error> errors;  // sorted by line
+  std::vector<topology_error> errors; // sorted by line
   bool ok() const noexcept { return topology.has_value(); }
 };
 

@@ -191,17 +191,20 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "Run a topology to its end");
   run->add_option("topology", rargs.topology, "Topology file (.pbtxt)")
     ->required();
-  run->add_option("--threads", rargs.threads,
-                  "Scheduler worker threads (default: the topology's "
-                  "runtime.threads, else the number of cores)")
+  run
+    ->add_option("--threads", rargs.threads,
+                 "Scheduler worker threads (default: the topology's "
+                 "runtime.threads, else the number of cores)")
     ->check(CLI::NonNegativeNumber);
-  run->add_option("--scheduler", rargs.scheduler,
-                  "CAF scheduler policy (default: the topology's, else "
-                  "sharing)")
+  run
+    ->add_option("--scheduler", rargs.scheduler,
+                 "CAF scheduler policy (default: the topology's, else "
+                 "sharing)")
     ->check(CLI::IsMember({"stealing", "sharing"}));
-  run->add_option("--log-every", rargs.log_every_s,
-                  "Seconds between progress log lines when stderr is not a "
-                  "terminal")
+  run
+    ->add_option("--log-every", rargs.log_every_s,
+                 "Seconds between progress log lines when stderr is not a "
+                 "terminal")
     ->check(CLI::PositiveNumber)
     ->capture_default_str();
   run->add_flag("--no-progress", rargs.no_progress,

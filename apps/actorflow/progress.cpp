@@ -24,8 +24,7 @@ std::string human_bytes(double v) {
 }
 
 progress_display::progress_display(bool terminal, std::chrono::seconds every)
-  : terminal_(terminal),
-    log_every_(every),
+  : terminal_(terminal), log_every_(every),
     last_log_(std::chrono::steady_clock::now()) {
 }
 
@@ -46,8 +45,7 @@ void progress_display::update(const job_progress& p) {
                  human_count(static_cast<double>(p.items)).c_str(),
                  human_count(static_cast<double>(p.records)).c_str(),
                  human_count(records_per_s).c_str(),
-                 human_bytes(bytes_per_s).c_str(),
-                 p.elapsed_s);
+                 human_bytes(bytes_per_s).c_str(), p.elapsed_s);
     std::fflush(stderr);
     line_shown_ = true;
     return;

@@ -10,16 +10,15 @@ void print_summary(std::FILE* out, const std::string& job_name,
                    const run_result& r) {
   auto& p = r.final;
   auto secs = p.elapsed_s > 0 ? p.elapsed_s : 1e-9;
-  const char* how = r.ok ? (r.stopped ? "stopped early" : "finished")
-                         : "failed";
+  const char* how =
+    r.ok ? (r.stopped ? "stopped early" : "finished") : "failed";
   std::fprintf(out, "job '%s' %s after %.2f s\n", job_name.c_str(), how,
                p.elapsed_s);
   std::fprintf(out, "  delivered: %llu records in %llu items, %s\n",
                static_cast<unsigned long long>(p.records),
                static_cast<unsigned long long>(p.items),
                human_bytes(static_cast<double>(p.bytes)).c_str());
-  std::fprintf(out,
-               "  throughput: %.0f records/s, %.0f items/s, %s/s\n",
+  std::fprintf(out, "  throughput: %.0f records/s, %.0f items/s, %s/s\n",
                static_cast<double>(p.records) / secs,
                static_cast<double>(p.items) / secs,
                human_bytes(static_cast<double>(p.bytes) / secs).c_str());
@@ -41,13 +40,14 @@ void print_summary(std::FILE* out, const std::string& job_name,
     x.wait_in += s.wait_input_s;
     x.wait_credit += s.wait_credit_s;
   }
-  std::fprintf(out, "  %-16s %8s %12s %12s %7s %9s %12s\n", "stage",
-               "replicas", "items in", "items out", "busy", "wait-in",
-               "wait-credit");
+  std::fprintf(out, "  %-16s %8s %12s %12s %7s %9s %12s\n", "stage", "replicas",
+               "items in", "items out", "busy", "wait-in", "wait-credit");
   for (auto& name : names) {
     auto& x = rows[name];
     auto total = x.busy + x.wait_in + x.wait_credit;
-    auto pct = [&](double v) { return total > 0 ? 100.0 * v / total : 0.0; };
+    auto pct = [&](double v) {
+      return total > 0 ? 100.0 * v / total : 0.0;
+    };
     std::fprintf(out, "  %-16s %8d %12llu %12llu %6.1f%% %8.1f%% %11.1f%%\n",
                  name.c_str(), x.replicas,
                  static_cast<unsigned long long>(x.in),

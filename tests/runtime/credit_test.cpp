@@ -14,7 +14,8 @@ namespace {
 // makes CAF 0.17 dereference an empty shared_ptr<tuple<>>, which UBSan
 // reports (benign, inside CAF's headers).
 caf::behavior idle(caf::event_based_actor*, int) {
-  return {[](int) {}};
+  return {[](int) {
+  }};
 }
 
 // Two live actors to stand for the peers of an edge.
@@ -57,10 +58,10 @@ TEST_CASE_METHOD(peers, "outbound never exceeds the window or the byte budget",
 }
 
 TEST_CASE_METHOD(
-    peers,
-    "outbound prefers the consumer with the most unused credit and "
-    "returns a dead consumer's credit",
-    "[credit]") {
+  peers,
+  "outbound prefers the consumer with the most unused credit and "
+  "returns a dead consumer's credit",
+  "[credit]") {
   outbound out;
   out.add(a, "a");
   out.add(b, "b");

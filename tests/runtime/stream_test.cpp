@@ -27,10 +27,10 @@ uint64_t max_in_flight(const stage_stats& s) {
 } // namespace
 
 TEST_CASE_METHOD(
-    fixture,
-    "slow consumer bounds in-flight items to the window and memory "
-    "stays flat over 1e6 items",
-    "[stream][slow]") {
+  fixture,
+  "slow consumer bounds in-flight items to the window and memory "
+  "stays flat over 1e6 items",
+  "[stream][slow]") {
   constexpr uint64_t window = 16;
   constexpr int64_t items = 1000000;
   // The consumer does ten times the producer's work per item.
@@ -49,8 +49,10 @@ TEST_CASE_METHOD(
     while (running) {
       auto done = obs->items.load();
       auto rss = rss_bytes();
-      if (done >= items / 10 && baseline == 0) baseline = rss;
-      if (baseline != 0) peak = std::max<uint64_t>(peak, rss);
+      if (done >= items / 10 && baseline == 0)
+        baseline = rss;
+      if (baseline != 0)
+        peak = std::max<uint64_t>(peak, rss);
       std::this_thread::sleep_for(std::chrono::milliseconds{20});
     }
   }};
@@ -123,9 +125,8 @@ TEST_CASE_METHOD(fixture,
 }
 
 TEST_CASE_METHOD(
-    fixture,
-    "the byte budget bounds bytes in flight with items of varying size",
-    "[stream]") {
+  fixture, "the byte budget bounds bytes in flight with items of varying size",
+  "[stream]") {
   // Items of 1 to 10 KiB, 100 items of credit but only 16 KiB of budget.
   auto text = R"(
     stage { name: "src" type: "test_source"
@@ -189,10 +190,10 @@ TEST_CASE_METHOD(fixture,
 }
 
 TEST_CASE_METHOD(
-    fixture,
-    "a consumer replica that goes down fails the job at once instead "
-    "of hanging",
-    "[stream]") {
+  fixture,
+  "a consumer replica that goes down fails the job at once instead "
+  "of hanging",
+  "[stream]") {
   auto text = R"(
     stage { name: "src" type: "test_source"
             options { key: "items" value: "100000000" } }
@@ -206,7 +207,8 @@ TEST_CASE_METHOD(
   std::this_thread::sleep_for(std::chrono::milliseconds{200});
   caf::actor victim;
   for (auto& [label, handle] : j.replicas())
-    if (label == "work[1]") victim = handle;
+    if (label == "work[1]")
+      victim = handle;
   REQUIRE(victim);
   caf::anon_send_exit(victim, caf::exit_reason::kill);
   auto r = j.wait_for(std::chrono::seconds{10});

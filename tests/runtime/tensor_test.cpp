@@ -89,8 +89,7 @@ TEST_CASE("a 64 MiB tensor round-trips as one raw block", "[tensor]") {
   CHECK(back.at("big") == b.at("big"));
 }
 
-TEST_CASE("bad serialized tensors are refused without allocating",
-          "[tensor]") {
+TEST_CASE("bad serialized tensors are refused without allocating", "[tensor]") {
   batch b;
   b.set("x", filled(dtype::f32, {1000}));
   auto buf = serialize(b);

@@ -75,7 +75,7 @@ TEST_CASE("semantic errors name the line", "[topology]") {
 stage { name: "x" type: "no_such_type" input { stage: "src" } }
 )");
     CHECK(has_error(e, "t.pbtxt:2: ", "unknown stage type 'no_such_type'"));
-    CHECK(has_error(e, "t.pbtxt:2: ", "batcher"));  // lists known types
+    CHECK(has_error(e, "t.pbtxt:2: ", "batcher")); // lists known types
   }
   SECTION("input naming a stage that does not exist") {
     auto e = errors_of(R"(stage { name: "src" type: "synthetic_source" }
@@ -105,8 +105,9 @@ stage { name: "sink" type: "sink" input { stage: "b" } }
 stage { name: "sink" type: "sink" input { stage: "src" } }
 stage { name: "sink" type: "sink" input { stage: "src" } }
 )");
-    CHECK(has_error(e, "t.pbtxt:3: ", "duplicate stage name 'sink' (first "
-                                      "defined on line 2)"));
+    CHECK(has_error(e, "t.pbtxt:3: ",
+                    "duplicate stage name 'sink' (first "
+                    "defined on line 2)"));
   }
   SECTION("replicas < 1") {
     auto e = errors_of(R"(stage { name: "src" type: "synthetic_source" }
@@ -142,7 +143,8 @@ stage { name: "sink" type: "sink" input { stage: "b" } }
     CHECK(has_error(e, "t.pbtxt:2: ", "batch_size must be >= 1"));
   }
   SECTION("all problems are reported at once, in line order") {
-    auto e = errors_of(R"(stage { name: "src" type: "synthetic_source" replicas: 0 }
+    auto e =
+      errors_of(R"(stage { name: "src" type: "synthetic_source" replicas: 0 }
 stage { name: "sink" type: "nope" input { stage: "src" } }
 )");
     REQUIRE(e.size() >= 2);

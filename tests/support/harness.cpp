@@ -38,17 +38,18 @@ int64_t replica_option(const topology::Stage& s, const stage_info& info,
 }
 
 class test_source : public stage_logic {
- public:
+public:
   test_source(const stage_info& info, const topology::Stage& s,
               std::shared_ptr<observations> obs)
-      : obs_(std::move(obs)), items_(option(s, "items", 1000)),
-        min_bytes_(option(s, "item_bytes", 64)),
-        max_bytes_(option(s, "max_item_bytes", min_bytes_)),
-        work_ns_(option(s, "work_ns", 0)), record_(option(s, "record", 0) != 0),
-        stride_(info.replicas), next_(info.replica) {}
+    : obs_(std::move(obs)), items_(option(s, "items", 1000)),
+      min_bytes_(option(s, "item_bytes", 64)),
+      max_bytes_(option(s, "max_item_bytes", min_bytes_)),
+      work_ns_(option(s, "work_ns", 0)), record_(option(s, "record", 0) != 0),
+      stride_(info.replicas), next_(info.replica) {}
 
   bool produce(emitter& out) override {
-    if (next_ >= items_) return false;
+    if (next_ >= items_)
+      return false;
     busy_work(work_ns_);
     // Sizes cycle deterministically through [min, max].
     auto span = max_bytes_ - min_bytes_ + 1;
@@ -71,7 +72,7 @@ class test_source : public stage_logic {
     return next_ < items_;
   }
 
- private:
+private:
   std::shared_ptr<observations> obs_;
   int64_t items_, min_bytes_, max_bytes_, work_ns_;
   bool record_;
@@ -79,19 +80,19 @@ class test_source : public stage_logic {
 };
 
 class test_sink : public stage_logic {
- public:
+public:
   test_sink(const stage_info& info, const topology::Stage& s,
             std::shared_ptr<observations> obs, bool forward)
-      : obs_(std::move(obs)), label_(info.label()),
-        work_ns_(replica_option(s, info, "work_ns")),
-        sleep_us_(replica_option(s, info, "sleep_us")),
-        fail_at_(option(s, "fail_at", -1)),
-        record_(option(s, "record", 0) != 0), forward_(forward) {}
+    : obs_(std::move(obs)), label_(info.label()),
+      work_ns_(replica_option(s, info, "work_ns")),
+      sleep_us_(replica_option(s, info, "sleep_us")),
+      fail_at_(option(s, "fail_at", -1)), record_(option(s, "record", 0) != 0),
+      forward_(forward) {}
 
   void process(batch&& item, emitter& out) override {
     if (seen_++ == fail_at_)
-      throw std::runtime_error("injected failure at item " +
-                               std::to_string(fail_at_));
+      throw std::runtime_error("injected failure at item "
+                               + std::to_string(fail_at_));
     busy_work(work_ns_);
     if (sleep_us_ > 0)
       std::this_thread::sleep_for(std::chrono::microseconds{sleep_us_});
@@ -101,10 +102,11 @@ class test_sink : public stage_logic {
       obs_->labels.emplace_back(label_, *item.at("label").data_as<int64_t>());
       obs_->consumed.push_back(item.at("x").data());
     }
-    if (forward_) out.push(std::move(item));
+    if (forward_)
+      out.push(std::move(item));
   }
 
- private:
+private:
   std::shared_ptr<observations> obs_;
   std::string label_;
   int64_t work_ns_, sleep_us_, fail_at_;
@@ -138,7 +140,7 @@ registry make_registry(std::shared_ptr<observations> obs) {
 
 bool all_actors_exit(caf::actor_system& sys) {
   auto done =
-      std::async(std::launch::async, [&] { sys.await_all_actors_done(); });
+    std::async(std::launch::async, [&] { sys.await_all_actors_done(); });
   return done.wait_for(std::chrono::seconds{10}) == std::future_status::ready;
 }
 
@@ -160,7 +162,8 @@ run_result run_text(caf::actor_system& sys, const registry& reg,
 
 const stage_stats& stats_of(const run_result& r, const std::string& label) {
   for (auto& s : r.final.stages)
-    if (s.stage == label) return s;
+    if (s.stage == label)
+      return s;
   FAIL("no stats for " << label);
   throw std::logic_error("unreachable");
 }
