@@ -1,8 +1,8 @@
 #include "actors/batcher.hpp"
 
-#include <cstring>
 #include <deque>
-#include <stdexcept>
+
+#include "runtime/rows.hpp"
 
 namespace af {
 
@@ -17,7 +17,7 @@ public:
     auto n = item.records();
     if (n == 0)
       return;
-    check_compatible(item);
+    check_rows(item);
     if (pending_records_ == 0 && n == batch_size_) {
       item.seq = seq_++;
       out.push(std::move(item));
@@ -47,69 +47,30 @@ private:
     }
   }
 
-  void check_compatible(const batch& item) {
-    if (layout_.fields.empty()) {
-      layout_ = item;
-      return;
-    }
-    if (item.fields.size() != layout_.fields.size())
-      throw std::runtime_error("item " + std::to_string(item.seq) + " has "
-                               + std::to_string(item.fields.size())
-                               + " fields, earlier items had "
-                               + std::to_string(layout_.fields.size()));
-    for (size_t i = 0; i < item.fields.size(); ++i) {
-      auto& a = item.fields[i];
-      auto& b = layout_.fields[i];
-      auto same_rows = [](const tensor& x, const tensor& y) {
-        return x.type() == y.type() && x.shape().size() == y.shape().size()
-               && std::equal(x.shape().begin() + 1, x.shape().end(),
-                             y.shape().begin() + 1);
-      };
-      if (a.name != b.name || a.value.shape().empty()
-          || !same_rows(a.value, b.value))
-        throw std::runtime_error(
-          "item " + std::to_string(item.seq) + ": field '" + a.name + "' ("
-          + to_string(a.value) + ") does not stack with earlier items' '"
-          + b.name + "' (" + to_string(b.value) + ")");
-    }
-  }
-
   // Builds one batch from the first `n` pending records.
   batch take(int64_t n) {
-    batch result;
+    std::vector<row_ref> rows;
+    rows.reserve(static_cast<size_t>(n));
+    auto it = pending_.begin();
+    auto offset = offset_;
+    while (static_cast<int64_t>(rows.size()) < n) {
+      rows.push_back(row_ref{&*it, offset});
+      if (++offset == it->records()) {
+        ++it;
+        offset = 0;
+      }
+    }
+    auto result = gather_rows(rows);
     result.seq = seq_++;
     result.epoch = epoch_;
-    for (auto& f : layout_.fields) {
-      auto shape = f.value.shape();
-      shape[0] = n;
-      result.set(f.name, tensor::allocate(f.value.type(), shape));
-    }
-    int64_t filled = 0;
-    while (filled < n) {
-      auto& src = pending_.front();
-      auto count = std::min(n - filled, src.records() - offset_);
-      for (size_t i = 0; i < result.fields.size(); ++i) {
-        auto& from = src.fields[i].value;
-        auto row = from.byte_size() / static_cast<size_t>(from.rows());
-        std::memcpy(result.fields[i].value.mutable_data()
-                      + static_cast<size_t>(filled) * row,
-                    from.data() + static_cast<size_t>(offset_) * row,
-                    static_cast<size_t>(count) * row);
-      }
-      filled += count;
-      offset_ += count;
-      if (offset_ == src.records()) {
-        pending_.pop_front();
-        offset_ = 0;
-      }
-    }
+    pending_.erase(pending_.begin(), it);
+    offset_ = offset;
     pending_records_ -= n;
     return result;
   }
 
   int64_t batch_size_;
   bool drop_remainder_;
-  batch layout_; // fields and shapes every item must match
   std::deque<batch> pending_;
   int64_t pending_records_ = 0;
   int64_t offset_ = 0; // records of pending_.front() already taken

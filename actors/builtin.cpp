@@ -1,8 +1,13 @@
 #include "actors/builtin.hpp"
 
 #include "actors/batcher.hpp"
+#include "actors/example_parse.hpp"
+#include "actors/idx_source.hpp"
+#include "actors/image_decode.hpp"
+#include "actors/shuffle.hpp"
 #include "actors/sink.hpp"
 #include "actors/synthetic_source.hpp"
+#include "actors/tfrecord_source.hpp"
 #include "actors/transform.hpp"
 
 namespace af {
@@ -12,6 +17,11 @@ void register_builtin_stages(registry& reg) {
   reg.add(transform_type());
   reg.add(batcher_type());
   reg.add(sink_type());
+  reg.add(tfrecord_source_type());
+  reg.add(idx_source_type());
+  reg.add(example_parse_type());
+  reg.add(image_decode_type());
+  reg.add(shuffle_type());
 }
 
 } // namespace af

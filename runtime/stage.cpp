@@ -37,6 +37,15 @@ void stage_logic::end_of_epoch(uint64_t, emitter&) {
 void stage_logic::finish(emitter&) {
 }
 
+std::string stage_logic::snapshot() const {
+  return {};
+}
+
+void stage_logic::restore(const std::string& state) {
+  if (!state.empty())
+    throw std::invalid_argument("this stage keeps no position to restore");
+}
+
 std::string stage_info::label() const {
   return name + "[" + std::to_string(replica) + "]";
 }

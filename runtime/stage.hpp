@@ -68,6 +68,12 @@ public:
   /// Every input ended (or a source returned false / was stopped); last
   /// chance to push before end_of_stream goes downstream.
   virtual void finish(emitter& out);
+  /// The stage's position (reader offsets, RNG state...) as an opaque
+  /// string, for checkpoints; empty for stateless stages.
+  virtual std::string snapshot() const;
+  /// Continues from a snapshot(); throws std::invalid_argument if `state`
+  /// is not one of this stage's snapshots.
+  virtual void restore(const std::string& state);
 };
 
 struct stage_setup {

@@ -21,8 +21,9 @@ constexpr size_t max_rank = 32;
 
 size_t dtype_size(dtype t) noexcept {
   switch (t) {
-    case dtype::u8:
     case dtype::bytes:
+      return 0;
+    case dtype::u8:
       return 1;
     case dtype::f16:
       return 2;
@@ -76,7 +77,7 @@ tensor::tensor() : type_(dtype::u8), shape_{0} {
 }
 
 bool tensor::byte_size_of(dtype t, const shape_type& shape, size_t& out) {
-  size_t n = dtype_size(t);
+  size_t n = t == dtype::bytes ? 1 : dtype_size(t);
   for (auto d : shape) {
     if (d < 0)
       return false;
@@ -85,11 +86,85 @@ bool tensor::byte_size_of(dtype t, const shape_type& shape, size_t& out) {
       return false;
     n *= ud;
   }
+  if (t == dtype::bytes) {
+    // n + 1 offsets of 8 bytes each.
+    if (n > std::numeric_limits<size_t>::max() / 8 - 1)
+      return false;
+    n = (n + 1) * 8;
+  }
   out = n;
   return true;
 }
 
+bool tensor::valid_strings(const buffer& buf, int64_t elements) noexcept {
+  if (elements < 0)
+    return false;
+  auto count = static_cast<size_t>(elements);
+  if (buf.size() / 8 < count + 1)
+    return false;
+  auto header = (count + 1) * 8;
+  auto data_size = buf.size() - header;
+  uint64_t prev = 0;
+  for (size_t i = 0; i <= count; ++i) {
+    uint64_t o;
+    std::memcpy(&o, buf.data() + i * 8, 8);
+    if ((i == 0 && o != 0) || o < prev || o > data_size)
+      return false;
+    prev = o;
+  }
+  return prev == data_size;
+}
+
+std::string_view tensor::string_at(int64_t i) const noexcept {
+  auto n = static_cast<size_t>(elements());
+  auto* base = data();
+  uint64_t from, to;
+  std::memcpy(&from, base + static_cast<size_t>(i) * 8, 8);
+  std::memcpy(&to, base + static_cast<size_t>(i + 1) * 8, 8);
+  auto* strings = reinterpret_cast<const char*>(base) + (n + 1) * 8;
+  return {strings + from, static_cast<size_t>(to - from)};
+}
+
+tensor tensor::strings(const std::vector<std::string_view>& values) {
+  size_t total = 0;
+  for (auto v : values)
+    total += v.size();
+  bytes_builder b{total};
+  for (auto v : values)
+    b.add(v);
+  return b.finish();
+}
+
+bytes_builder::bytes_builder(size_t expected_bytes) : offsets_{0} {
+  data_.reserve(expected_bytes);
+}
+
+void bytes_builder::add(std::string_view s) {
+  add(s.data(), s.size());
+}
+
+void bytes_builder::add(const void* data, size_t n) {
+  auto* p = static_cast<const char*>(data);
+  data_.insert(data_.end(), p, p + n);
+  offsets_.push_back(data_.size());
+}
+
+tensor bytes_builder::finish() {
+  auto count = offsets_.size() - 1;
+  auto header = offsets_.size() * 8;
+  auto buf = std::make_shared<buffer>(header + data_.size());
+  std::memcpy(buf->data(), offsets_.data(), header);
+  if (!data_.empty())
+    std::memcpy(buf->data() + header, data_.data(), data_.size());
+  offsets_.assign(1, 0);
+  data_.clear();
+  return tensor{dtype::bytes, {static_cast<int64_t>(count)}, std::move(buf)};
+}
+
 tensor tensor::allocate(dtype t, shape_type shape) {
+  if (t == dtype::bytes)
+    throw std::invalid_argument("tensor::allocate cannot make a bytes tensor; "
+                                "use tensor::strings or bytes_builder");
   size_t n = 0;
   if (!byte_size_of(t, shape, n))
     throw std::invalid_argument("tensor shape has a negative or overflowing "
@@ -103,6 +178,11 @@ tensor::tensor(dtype t, shape_type shape, std::shared_ptr<const buffer> buf)
   if (!byte_size_of(type_, shape_, n))
     throw std::invalid_argument("tensor shape has a negative or overflowing "
                                 "dimension");
+  if (type_ == dtype::bytes) {
+    if (!buf_ || !valid_strings(*buf_, elements()))
+      throw std::invalid_argument("bytes tensor buffer has invalid offsets");
+    return;
+  }
   if (n != byte_size())
     throw std::invalid_argument("tensor buffer holds "
                                 + std::to_string(byte_size())
@@ -175,7 +255,9 @@ caf::error tensor::load(caf::deserializer& source) {
     return err;
   size_t expected = 0;
   auto t = static_cast<dtype>(raw_type);
-  if (!byte_size_of(t, shape, expected) || expected != n)
+  bool fits = byte_size_of(t, shape, expected)
+              && (t == dtype::bytes ? n >= expected : n == expected);
+  if (!fits)
     return caf::make_error(caf::sec::invalid_argument,
                            "af::tensor: payload of " + std::to_string(n)
                              + " bytes does not match its shape");
@@ -190,6 +272,12 @@ caf::error tensor::load(caf::deserializer& source) {
       return err;
   if (auto err = source.end_sequence())
     return err;
+  int64_t count = 1;
+  for (auto d : shape)
+    count *= d;
+  if (t == dtype::bytes && !valid_strings(*buf, count))
+    return caf::make_error(caf::sec::invalid_argument,
+                           "af::tensor: bytes tensor with invalid offsets");
   type_ = t;
   shape_ = std::move(shape);
   buf_ = std::move(buf);

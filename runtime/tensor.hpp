@@ -10,12 +10,19 @@
 // dtype, shape and then the payload as one raw block (one bulk copy), never
 // element by element. Deserialization checks that the payload size matches
 // dtype x shape and that the bytes are actually present before allocating.
+//
+// dtype::bytes tensors hold one byte string per element (encoded images,
+// serialized records). Their buffer is the element count + 1 offsets (u64,
+// relative to the end of the offsets) followed by the strings back to back:
+//   [o_0 = 0][o_1]...[o_n][string 0][string 1]...[string n-1]
+// Build them with tensor::strings or bytes_builder; read with string_at.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -29,7 +36,7 @@ namespace af {
 
 enum class dtype : uint8_t { u8 = 0, i32, i64, f16, f32, f64, bytes };
 
-/// Bytes per element; 1 for `bytes` (opaque byte strings, e.g. encoded JPEG).
+/// Bytes per element; 0 for `bytes` (variable-length strings).
 size_t dtype_size(dtype t) noexcept;
 /// "u8", "i32", ... ; "?" for values outside the enum.
 const char* dtype_name(dtype t) noexcept;
@@ -61,9 +68,12 @@ public:
   tensor();
 
   /// Allocates an uninitialised tensor. Fill it through mutable_data()
-  /// before sharing it. Throws std::invalid_argument on a negative dimension
-  /// or a byte size that overflows.
+  /// before sharing it. Throws std::invalid_argument on a negative dimension,
+  /// a byte size that overflows, or dtype::bytes (use strings()).
   static tensor allocate(dtype t, shape_type shape);
+
+  /// A dtype::bytes tensor of shape {n} holding `values`.
+  static tensor strings(const std::vector<std::string_view>& values);
 
   /// Wraps an existing buffer; its size must equal dtype x shape (throws
   /// std::invalid_argument otherwise).
@@ -77,6 +87,9 @@ public:
   size_t byte_size() const noexcept { return buf_ ? buf_->size() : 0; }
   /// First dimension, or 1 for a scalar.
   int64_t rows() const noexcept { return shape_.empty() ? 1 : shape_[0]; }
+
+  /// dtype::bytes only: element `i` of the flattened tensor.
+  std::string_view string_at(int64_t i) const noexcept;
 
   const std::byte* data() const noexcept {
     return buf_ ? buf_->data() : nullptr;
@@ -95,9 +108,13 @@ public:
 
   const std::shared_ptr<const buffer>& storage() const noexcept { return buf_; }
 
-  /// Byte size of dtype x shape, or an error string on negative or
-  /// overflowing dimensions.
+  /// Byte size of dtype x shape; false on negative or overflowing
+  /// dimensions. For dtype::bytes: the size of the offsets alone.
   static bool byte_size_of(dtype t, const shape_type& shape, size_t& out);
+
+  /// dtype::bytes only: whether `buf` holds valid offsets for `elements`
+  /// strings (monotonic, ending at the buffer's end).
+  static bool valid_strings(const buffer& buf, int64_t elements) noexcept;
 
 private:
   template <class Inspector>
@@ -109,6 +126,22 @@ private:
   dtype type_;
   shape_type shape_;
   std::shared_ptr<const buffer> buf_;
+};
+
+/// Builds a dtype::bytes tensor string by string without an intermediate
+/// copy of the strings.
+class bytes_builder {
+public:
+  explicit bytes_builder(size_t expected_bytes = 0);
+  void add(std::string_view s);
+  void add(const void* data, size_t n);
+  size_t size() const noexcept { return offsets_.size() - 1; }
+  /// A tensor of shape {size()}; the builder is empty afterwards.
+  tensor finish();
+
+private:
+  std::vector<uint64_t> offsets_;
+  std::vector<char> data_;
 };
 
 /// Structural equality: dtype, shape and payload bytes.

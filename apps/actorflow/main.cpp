@@ -16,6 +16,8 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/builtin.hpp"
+#include "apps/actorflow/convert.hpp"
+#include "apps/actorflow/inspect.hpp"
 #include "apps/actorflow/progress.hpp"
 #include "apps/actorflow/report.hpp"
 #include "runtime/job.hpp"
@@ -219,6 +221,10 @@ int main(int argc, char** argv) {
   validate->add_flag("--list-types", list_types,
                      "List the registered stage types");
 
+  std::function<int()> action;
+  af::cli::add_convert(app, action);
+  af::cli::add_inspect(app, action);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -234,6 +240,8 @@ int main(int argc, char** argv) {
   af::registry reg;
   af::register_builtin_stages(reg);
   try {
+    if (action)
+      return action();
     if (run->parsed())
       return cmd_run(rargs, reg);
     return cmd_validate(vpath, list_types, reg);

@@ -1,0 +1,18 @@
+// image_decode: decodes JPEG images (a bytes field) with libjpeg-turbo and
+// transforms them to a fixed size: resize, center crop or random resized
+// crop, optional random horizontal flip, then float32 normalized by
+// mean/std (or u8). The decoder scales down in the DCT when the target needs
+// at most half the image. Randomness comes from (job seed, epoch, record
+// "index"), so results do not depend on replicas or order. Images above
+// max_pixels are refused before any allocation; undecodable ones fail the
+// stage naming the record, or are skipped and counted. Output: [n, height,
+// width, channels]. Config: topology.ImageDecodeConfig.
+#pragma once
+
+#include "runtime/registry.hpp"
+
+namespace af {
+
+stage_type image_decode_type();
+
+} // namespace af

@@ -1,0 +1,135 @@
+#include "actors/shuffle.hpp"
+
+#include <deque>
+
+#include "runtime/random.hpp"
+#include "runtime/rows.hpp"
+
+namespace af {
+
+namespace {
+
+class shuffle : public stage_logic {
+public:
+  shuffle(const stage_info& info, int64_t buffer_size,
+          int64_t records_per_item, bool same_order)
+    : seed_(mix64(info.seed ^ mix64(info.replica))),
+      buffer_size_(buffer_size),
+      per_item_(records_per_item),
+      same_order_(same_order),
+      rng_(seed_, 0, 0) {}
+
+  void process(batch&& item, emitter& out) override {
+    auto n = item.records();
+    if (n == 0)
+      return;
+    check_rows(item);
+    if (!started_ || item.epoch != epoch_)
+      start_epoch(item.epoch);
+    held_.push_back(holder{std::move(item), n});
+    auto* h = &held_.back();
+    for (int64_t r = 0; r < n; ++r) {
+      buffer_.push_back(slot{h, r});
+      if (static_cast<int64_t>(buffer_.size()) > buffer_size_)
+        take_one(out);
+    }
+  }
+
+  void end_of_epoch(uint64_t, emitter& out) override { drain(out); }
+
+  void finish(emitter& out) override { drain(out); }
+
+private:
+  struct holder {
+    batch value;
+    int64_t left;  // rows not yet emitted
+  };
+
+  struct slot {
+    holder* h;
+    int64_t row;
+  };
+
+  void start_epoch(uint64_t epoch) {
+    started_ = true;
+    epoch_ = epoch;
+    rng_ = record_rng{seed_, same_order_ ? 0 : epoch, 0};
+  }
+
+  void take_one(emitter& out) {
+    auto i = static_cast<size_t>(rng_.below(buffer_.size()));
+    std::swap(buffer_[i], buffer_.back());
+    picked_.push_back(buffer_.back());
+    buffer_.pop_back();
+    if (static_cast<int64_t>(picked_.size()) == per_item_)
+      emit(out);
+  }
+
+  void emit(emitter& out) {
+    if (picked_.empty())
+      return;
+    std::vector<row_ref> rows;
+    rows.reserve(picked_.size());
+    for (auto& s : picked_)
+      rows.push_back(row_ref{&s.h->value, s.row});
+    auto b = gather_rows(rows);
+    b.seq = seq_++;
+    b.epoch = epoch_;
+    for (auto& s : picked_)
+      --s.h->left;
+    picked_.clear();
+    // Release items whose rows are all out (oldest first; a straggler row
+    // keeps later items until it is drawn).
+    while (!held_.empty() && held_.front().left == 0)
+      held_.pop_front();
+    out.push(std::move(b));
+  }
+
+  void drain(emitter& out) {
+    while (!buffer_.empty())
+      take_one(out);
+    emit(out);
+    held_.clear();
+  }
+
+  uint64_t seed_;
+  int64_t buffer_size_;
+  int64_t per_item_;
+  bool same_order_;
+  record_rng rng_;
+  bool started_ = false;
+  uint64_t epoch_ = 0;
+  uint64_t seq_ = 0;
+  std::deque<holder> held_;
+  std::vector<slot> buffer_;
+  std::vector<slot> picked_;
+};
+
+} // namespace
+
+stage_type shuffle_type() {
+  stage_type t;
+  t.name = "shuffle";
+  t.kind = stage_kind::transform;
+  t.description = "shuffles records through a buffer (like tf.data shuffle)";
+  t.check = [](const topology::Stage& s) -> std::string {
+    if (s.config_case() != topology::Stage::kShuffle)
+      return "needs a shuffle { buffer_size: N } block";
+    auto& p = s.shuffle();
+    if (!p.has_buffer_size() || p.buffer_size() < 1)
+      return "shuffle.buffer_size is required and must be >= 1";
+    if (p.has_records_per_item() && p.records_per_item() < 1)
+      return "shuffle.records_per_item must be >= 1";
+    return {};
+  };
+  t.make = [](const stage_info& info, const topology::Stage& s) {
+    auto& p = s.shuffle();
+    return std::make_shared<shuffle>(
+      info, p.buffer_size(),
+      p.has_records_per_item() ? p.records_per_item() : 64,
+      p.same_order_each_epoch());
+  };
+  return t;
+}
+
+} // namespace af

@@ -1,0 +1,263 @@
+#include "actors/tfrecord_source.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <glob.h>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "runtime/tfrecord_reader.hpp"
+
+namespace af {
+
+std::vector<std::string> expand_file_patterns(
+  const std::vector<std::string>& patterns) {
+  std::vector<std::string> files;
+  for (auto& p : patterns) {
+    glob_t g{};
+    int rc = ::glob(p.c_str(), GLOB_ERR, nullptr, &g);
+    if (rc != 0) {
+      globfree(&g);
+      throw std::runtime_error("'" + p + "' matches no file");
+    }
+    for (size_t i = 0; i < g.gl_pathc; ++i)
+      files.emplace_back(g.gl_pathv[i]);
+    globfree(&g);
+  }
+  std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
+  return files;
+}
+
+namespace {
+
+struct source_config {
+  std::vector<std::string> patterns;
+  tfrecord::compression compression = tfrecord::compression::automatic;
+  int64_t epochs = 1;
+  int64_t records_per_item = 64;
+  int64_t interleave = 1;
+  bool skip_corrupt = false;
+  uint64_t max_record_bytes = uint64_t{1} << 30;
+};
+
+source_config config_of(const topology::Stage& s) {
+  auto& p = s.tfrecord_source();
+  source_config c;
+  c.patterns.assign(p.files().begin(), p.files().end());
+  tfrecord::parse_compression(p.compression(), c.compression);
+  if (p.compression().empty())
+    c.compression = tfrecord::compression::automatic;
+  if (p.has_epochs())
+    c.epochs = p.epochs();
+  if (p.has_records_per_item())
+    c.records_per_item = p.records_per_item();
+  if (p.has_interleave())
+    c.interleave = p.interleave();
+  c.skip_corrupt = p.on_corrupt() == "skip";
+  if (p.has_max_record_bytes())
+    c.max_record_bytes = static_cast<uint64_t>(p.max_record_bytes());
+  return c;
+}
+
+class tfrecord_source : public stage_logic {
+public:
+  tfrecord_source(const stage_info& info, source_config cfg)
+    : label_(info.label()), cfg_(std::move(cfg)) {
+    auto all = expand_file_patterns(cfg_.patterns);
+    for (size_t i = 0; i < all.size(); ++i)
+      if (i % info.replicas == info.replica)
+        files_.push_back({all[i], static_cast<uint32_t>(i)});
+    if (files_.empty())
+      spdlog::warn("{}: no file to read ({} files for {} replicas)", label_,
+                   all.size(), info.replicas);
+  }
+
+  bool produce(emitter& out) override {
+    while (epoch_ < static_cast<uint64_t>(cfg_.epochs)) {
+      refill_open_files();
+      if (open_.empty()) {
+        out.end_epoch(epoch_);
+        ++epoch_;
+        next_file_ = 0;
+        continue;
+      }
+      auto& f = *open_[turn_ % open_.size()];
+      if (read_item(f, out)) {
+        ++turn_;
+        return true;
+      }
+      // The file is done: drop it and try the next one.
+      open_.erase(open_.begin()
+                  + static_cast<long>(turn_ % open_.size()));
+    }
+    return false;
+  }
+
+  // Snapshot: epoch, next file, then per open file: index, offset, record.
+  std::string snapshot() const override {
+    std::ostringstream s;
+    s << "tfrecord1 " << epoch_ << ' ' << next_file_ << ' ' << turn_ << ' '
+      << open_.size();
+    for (auto& f : open_)
+      s << ' ' << f->file << ' ' << f->reader.offset() << ' '
+        << f->reader.index();
+    return s.str();
+  }
+
+  void restore(const std::string& state) override {
+    std::istringstream s{state};
+    std::string tag;
+    size_t count = 0;
+    s >> tag >> epoch_ >> next_file_ >> turn_ >> count;
+    if (!s || tag != "tfrecord1" || next_file_ > files_.size())
+      throw std::invalid_argument("not a tfrecord_source snapshot: " + state);
+    open_.clear();
+    for (size_t i = 0; i < count; ++i) {
+      size_t file = 0;
+      uint64_t offset = 0, index = 0;
+      s >> file >> offset >> index;
+      if (!s || file >= files_.size())
+        throw std::invalid_argument("bad tfrecord_source snapshot: " + state);
+      auto f = open_file(file);
+      if (!f->reader.seek(offset, index))
+        throw std::runtime_error(f->reader.error());
+      open_.push_back(std::move(f));
+    }
+  }
+
+private:
+  struct file_entry {
+    std::string path;
+    uint32_t number;  // position in the sorted list of all files
+  };
+
+  struct open_file_state {
+    size_t file;  // index into files_
+    tfrecord_reader reader;
+    uint64_t skipped = 0;
+  };
+
+  std::unique_ptr<open_file_state> open_file(size_t i) {
+    auto f = std::make_unique<open_file_state>();
+    f->file = i;
+    tfrecord_read_options opts;
+    opts.compression = cfg_.compression;
+    opts.max_record_bytes = cfg_.max_record_bytes;
+    if (!f->reader.open(files_[i].path, opts))
+      throw std::runtime_error(f->reader.error());
+    return f;
+  }
+
+  void refill_open_files() {
+    while (open_.size() < static_cast<size_t>(cfg_.interleave)
+           && next_file_ < files_.size())
+      open_.push_back(open_file(next_file_++));
+  }
+
+  // Reads up to records_per_item records of `f` into one item; false when
+  // the file had nothing left.
+  bool read_item(open_file_state& f, emitter& out) {
+    auto& entry = files_[f.file];
+    bytes_builder records;
+    bytes_builder keys;
+    std::vector<int64_t> index;
+    std::string rec;
+    while (static_cast<int64_t>(index.size()) < cfg_.records_per_item) {
+      auto st = f.reader.next(rec);
+      if (st == read_status::end)
+        break;
+      if (st != read_status::ok) {
+        if (!cfg_.skip_corrupt)
+          throw std::runtime_error(f.reader.error());
+        if (f.skipped++ == 0)
+          spdlog::warn("{}: {} (skipping corrupt records of this file)",
+                       label_, f.reader.error());
+        ++skipped_total_;
+        if (recoverable(st))
+          continue;
+        spdlog::warn("{}: {}: the rest of the file is skipped", label_,
+                     entry.path);
+        break;
+      }
+      records.add(rec);
+      keys.add(entry.path + "@" + std::to_string(f.reader.record_offset()));
+      index.push_back((static_cast<int64_t>(entry.number) << 32)
+                      | static_cast<int64_t>(f.reader.index() - 1));
+    }
+    if (index.empty()) {
+      if (f.skipped > 0)
+        spdlog::warn("{}: {}: {} corrupt records skipped", label_, entry.path,
+                     f.skipped);
+      return false;
+    }
+    batch b;
+    b.seq = seq_++;
+    b.epoch = epoch_;
+    b.set("record", records.finish());
+    b.set("key", keys.finish());
+    auto idx = tensor::allocate(dtype::i64,
+                                {static_cast<int64_t>(index.size())});
+    std::copy(index.begin(), index.end(), idx.mutable_data_as<int64_t>());
+    b.set("index", std::move(idx));
+    out.push(std::move(b));
+    return true;
+  }
+
+  std::string label_;
+  source_config cfg_;
+  std::vector<file_entry> files_;
+  std::deque<std::unique_ptr<open_file_state>> open_;
+  size_t next_file_ = 0;
+  size_t turn_ = 0;
+  uint64_t epoch_ = 0;
+  uint64_t seq_ = 0;
+  uint64_t skipped_total_ = 0;
+};
+
+std::string check(const topology::Stage& s) {
+  if (s.config_case() != topology::Stage::kTfrecordSource)
+    return "needs a tfrecord_source { files: \"...\" } block";
+  auto& p = s.tfrecord_source();
+  if (p.files().empty())
+    return "tfrecord_source.files is required";
+  tfrecord::compression c;
+  if (!tfrecord::parse_compression(p.compression(), c))
+    return "tfrecord_source.compression must be \"auto\", \"none\" or "
+           "\"gzip\", got \""
+           + p.compression() + "\"";
+  if (!p.on_corrupt().empty() && p.on_corrupt() != "fail"
+      && p.on_corrupt() != "skip")
+    return "tfrecord_source.on_corrupt must be \"fail\" or \"skip\"";
+  auto cfg = config_of(s);
+  if (cfg.epochs < 1 || cfg.records_per_item < 1 || cfg.interleave < 1)
+    return "epochs, records_per_item and interleave must be >= 1";
+  if (p.has_max_record_bytes() && p.max_record_bytes() < 1)
+    return "max_record_bytes must be >= 1";
+  try {
+    expand_file_patterns(cfg.patterns);
+  } catch (const std::exception& ex) {
+    return std::string{"tfrecord_source.files: "} + ex.what();
+  }
+  return {};
+}
+
+} // namespace
+
+stage_type tfrecord_source_type() {
+  stage_type t;
+  t.name = "tfrecord_source";
+  t.kind = stage_kind::source;
+  t.description = "reads TFRecord files (plain or gzip), sharded by file";
+  t.blocking = true;
+  t.check = check;
+  t.make = [](const stage_info& info, const topology::Stage& s) {
+    return std::make_shared<tfrecord_source>(info, config_of(s));
+  };
+  return t;
+}
+
+} // namespace af

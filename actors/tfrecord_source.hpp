@@ -1,0 +1,23 @@
+// tfrecord_source: reads TFRecord files (plain or GZIP), sharded across the
+// stage's replicas by file (file i goes to replica i mod replicas), several
+// files per replica read in turn (interleave). Corrupt records fail the job
+// or are skipped and counted, by policy; errors name the file and offset.
+// Snapshot: the open files' positions, so a restart continues exactly at
+// the next unread record. Config: topology.TFRecordSourceConfig.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/registry.hpp"
+
+namespace af {
+
+stage_type tfrecord_source_type();
+
+/// The files `patterns` name (glob patterns allowed), sorted. Throws
+/// std::runtime_error naming a pattern that matches nothing.
+std::vector<std::string> expand_file_patterns(
+  const std::vector<std::string>& patterns);
+
+} // namespace af

@@ -1,0 +1,305 @@
+#include "apps/actorflow/convert.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <dirent.h>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "apps/actorflow/progress.hpp"
+#include "apps/actorflow/shard_writer.hpp"
+#include "proto/example.pb.h"
+#include "runtime/idx.hpp"
+#include "runtime/jpeg.hpp"
+
+namespace af::cli {
+
+namespace {
+
+constexpr int exit_failure = 1;
+constexpr int exit_usage = 2;
+
+struct output_options {
+  std::string prefix;
+  int shards = 1;
+  std::string compression = "none";
+};
+
+void add_output_options(CLI::App& cmd, output_options& o) {
+  cmd.add_option("--out", o.prefix,
+                 "Output prefix: files are PREFIX-00000-of-0000N.tfrecord")
+    ->required();
+  cmd.add_option("--shards", o.shards, "Number of output files")
+    ->check(CLI::PositiveNumber)
+    ->capture_default_str();
+  cmd.add_option("--compression", o.compression, "none or gzip")
+    ->check(CLI::IsMember({"none", "gzip"}))
+    ->capture_default_str();
+}
+
+// A progress line on a terminal, a log line every 5 s otherwise.
+class convert_progress {
+public:
+  explicit convert_progress(int64_t total)
+    : total_(total), terminal_(isatty(STDERR_FILENO) == 1) {}
+
+  void update(int64_t done, bool final = false) {
+    auto now = std::chrono::steady_clock::now();
+    auto since = now - last_;
+    if (!final && since < (terminal_ ? std::chrono::milliseconds{250}
+                                     : std::chrono::milliseconds{5000}))
+      return;
+    last_ = now;
+    double secs = std::chrono::duration<double>(now - begin_).count();
+    auto rate = human_count(done / std::max(secs, 1e-9));
+    if (terminal_) {
+      std::fprintf(stderr, "\r\033[Kconverted %lld / %lld records (%s/s)",
+                   static_cast<long long>(done),
+                   static_cast<long long>(total_), rate.c_str());
+      if (final)
+        std::fprintf(stderr, "\n");
+    } else {
+      spdlog::info("converted {} / {} records ({}/s)", done, total_, rate);
+    }
+  }
+
+private:
+  int64_t total_;
+  bool terminal_;
+  std::chrono::steady_clock::time_point begin_ =
+    std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_ = begin_;
+};
+
+void set_int64(tf::Example& ex, const std::string& name, int64_t v) {
+  (*ex.mutable_features()->mutable_feature())[name]
+    .mutable_int64_list()
+    ->add_value(v);
+}
+
+void set_bytes(tf::Example& ex, const std::string& name, std::string v) {
+  (*ex.mutable_features()->mutable_feature())[name]
+    .mutable_bytes_list()
+    ->add_value(std::move(v));
+}
+
+tfrecord::compression compression_of(const output_options& o) {
+  tfrecord::compression c;
+  tfrecord::parse_compression(o.compression, c);
+  return c;
+}
+
+void report(const std::vector<std::string>& files, int64_t records) {
+  std::printf("wrote %lld records to %zu files:\n",
+              static_cast<long long>(records), files.size());
+  for (auto& f : files)
+    std::printf("  %s\n", f.c_str());
+}
+
+struct idx_args {
+  std::string images, labels;
+  std::string format = "jpeg";
+  int quality = 90;
+  output_options out;
+};
+
+int convert_idx(const idx_args& a) {
+  idx_reader images, labels;
+  if (!images.open(a.images)) {
+    std::fprintf(stderr, "actorflow: %s\n", images.error().c_str());
+    return exit_usage;
+  }
+  if (!labels.open(a.labels)) {
+    std::fprintf(stderr, "actorflow: %s\n", labels.error().c_str());
+    return exit_usage;
+  }
+  auto shape = images.row_shape();
+  if (shape.size() < 2 || shape.size() > 3
+      || (shape.size() == 3 && shape[2] != 1 && shape[2] != 3)) {
+    std::fprintf(stderr,
+                 "actorflow: %s: images must be [n, rows, cols] or [n, "
+                 "rows, cols, 1|3]\n",
+                 a.images.c_str());
+    return exit_usage;
+  }
+  if (images.rows() != labels.rows() || !labels.row_shape().empty()) {
+    std::fprintf(stderr, "actorflow: %s has %lld images, %s has %lld labels\n",
+                 a.images.c_str(), static_cast<long long>(images.rows()),
+                 a.labels.c_str(), static_cast<long long>(labels.rows()));
+    return exit_usage;
+  }
+  int height = static_cast<int>(shape[0]);
+  int width = static_cast<int>(shape[1]);
+  int channels = shape.size() == 3 ? static_cast<int>(shape[2]) : 1;
+  auto total = images.rows();
+  shard_writer out{a.out.prefix, a.out.shards, total, compression_of(a.out)};
+  jpeg_codec codec;
+  convert_progress progress{total};
+  tf::Example ex;
+  std::string encoded, serialized;
+  for (int64_t done = 0; done < total;) {
+    tensor img, lab;
+    if (!images.read(1024, img) || !labels.read(1024, lab)) {
+      std::fprintf(stderr, "actorflow: %s\n",
+                   (images.error().empty() ? labels.error() : images.error())
+                     .c_str());
+      return exit_failure;
+    }
+    auto k = img.rows();
+    auto row = img.byte_size() / static_cast<size_t>(k);
+    for (int64_t i = 0; i < k; ++i, ++done) {
+      auto* px = img.data_as<uint8_t>() + static_cast<size_t>(i) * row;
+      if (a.format == "jpeg") {
+        if (!codec.encode(px, width, height, channels, a.quality, encoded)) {
+          std::fprintf(stderr, "actorflow: image %lld: %s\n",
+                       static_cast<long long>(done), codec.error().c_str());
+          return exit_failure;
+        }
+      } else {
+        encoded.assign(reinterpret_cast<const char*>(px), row);
+      }
+      ex.Clear();
+      set_bytes(ex, "image", encoded);
+      set_int64(ex, "label", lab.data_as<uint8_t>()[i]);
+      set_int64(ex, "height", height);
+      set_int64(ex, "width", width);
+      set_int64(ex, "channels", channels);
+      ex.SerializeToString(&serialized);
+      out.write(done, serialized);
+      progress.update(done + 1);
+    }
+  }
+  progress.update(total, true);
+  report(out.close(), total);
+  return 0;
+}
+
+struct images_args {
+  std::string dir;
+  output_options out;
+};
+
+std::vector<std::string> list_dir(const std::string& dir, bool dirs) {
+  std::vector<std::string> names;
+  if (auto* d = ::opendir(dir.c_str())) {
+    while (auto* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name == "." || name == "..")
+        continue;
+      struct stat info {};
+      if (::stat((dir + "/" + name).c_str(), &info) != 0)
+        continue;
+      if (S_ISDIR(info.st_mode) == dirs)
+        names.push_back(name);
+    }
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+int convert_images(const images_args& a) {
+  struct stat info {};
+  if (::stat(a.dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    std::fprintf(stderr, "actorflow: %s: not a directory\n", a.dir.c_str());
+    return exit_usage;
+  }
+  auto classes = list_dir(a.dir, true);
+  if (classes.empty()) {
+    std::fprintf(stderr,
+                 "actorflow: %s: no class subfolders (expected DIR/CLASS/"
+                 "IMAGE.jpg)\n",
+                 a.dir.c_str());
+    return exit_usage;
+  }
+  struct entry {
+    std::string path;
+    int64_t label;
+  };
+  std::vector<entry> files;
+  for (size_t c = 0; c < classes.size(); ++c)
+    for (auto& f : list_dir(a.dir + "/" + classes[c], false))
+      files.push_back({a.dir + "/" + classes[c] + "/" + f,
+                       static_cast<int64_t>(c)});
+  auto total = static_cast<int64_t>(files.size());
+  shard_writer out{a.out.prefix, a.out.shards, total, compression_of(a.out)};
+  jpeg_codec codec;
+  convert_progress progress{total};
+  tf::Example ex;
+  std::string serialized;
+  int64_t written = 0, skipped = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    auto& f = files[static_cast<size_t>(i)];
+    std::ifstream in{f.path, std::ios::binary};
+    std::stringstream content;
+    content << in.rdbuf();
+    auto bytes = content.str();
+    jpeg_info jinfo;
+    if (!in || !codec.header(bytes, jinfo)) {
+      spdlog::warn("{}: skipped: {}", f.path,
+                   in ? codec.error() : std::string{"cannot read"});
+      ++skipped;
+      continue;
+    }
+    ex.Clear();
+    set_bytes(ex, "image", std::move(bytes));
+    set_int64(ex, "label", f.label);
+    set_bytes(ex, "class", classes[static_cast<size_t>(f.label)]);
+    set_int64(ex, "height", jinfo.height);
+    set_int64(ex, "width", jinfo.width);
+    ex.SerializeToString(&serialized);
+    out.write(written++, serialized);
+    progress.update(i + 1);
+  }
+  progress.update(total, true);
+  report(out.close(), written);
+  if (skipped > 0)
+    std::printf("skipped %lld files that are not JPEG images\n",
+                static_cast<long long>(skipped));
+  return 0;
+}
+
+} // namespace
+
+void add_convert(CLI::App& app, std::function<int()>& action) {
+  auto* convert = app.add_subcommand(
+    "convert", "Convert a dataset into TFRecord files of tf.Example records");
+  convert->require_subcommand(1);
+
+  auto idx = std::make_shared<idx_args>();
+  auto* from_idx = convert->add_subcommand(
+    "idx", "IDX images + labels (MNIST, Fashion-MNIST; plain or gzip). "
+           "Features: image (bytes), label, height, width, channels (int64)");
+  from_idx->add_option("--images", idx->images, "IDX image file")
+    ->required();
+  from_idx->add_option("--labels", idx->labels, "IDX label file")
+    ->required();
+  from_idx->add_option("--format", idx->format,
+                       "How images are stored: jpeg or raw (u8 pixels)")
+    ->check(CLI::IsMember({"jpeg", "raw"}))
+    ->capture_default_str();
+  from_idx->add_option("--quality", idx->quality, "JPEG quality")
+    ->check(CLI::Range(1, 100))
+    ->capture_default_str();
+  add_output_options(*from_idx, idx->out);
+  from_idx->callback([idx, &action] { action = [idx] { return convert_idx(*idx); }; });
+
+  auto img = std::make_shared<images_args>();
+  auto* from_images = convert->add_subcommand(
+    "images", "An image folder DIR/CLASS/*.jpg. Features: image (the JPEG "
+              "file's bytes), label (class index, classes sorted by name), "
+              "class (bytes), height, width (int64)");
+  from_images->add_option("dir", img->dir, "Folder with one subfolder per "
+                                           "class")
+    ->required();
+  add_output_options(*from_images, img->out);
+  from_images->callback(
+    [img, &action] { action = [img] { return convert_images(*img); }; });
+}
+
+} // namespace af::cli

@@ -1,0 +1,255 @@
+#include "apps/actorflow/inspect.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include <google/protobuf/stubs/strutil.h>
+
+#include "proto/example.pb.h"
+#include "runtime/tfrecord_reader.hpp"
+
+namespace af::cli {
+
+namespace {
+
+struct inspect_args {
+  std::string file;
+  std::string show = "3";
+  bool json = false;
+  std::string compression = "auto";
+};
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_float(float v) {
+  if (std::isnan(v))
+    return "\"nan\"";
+  if (std::isinf(v))
+    return v > 0 ? "\"inf\"" : "\"-inf\"";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+  return buf;
+}
+
+std::string feature_json(const tf::Feature& f) {
+  std::string out;
+  switch (f.kind_case()) {
+    case tf::Feature::kBytesList: {
+      out = "{\"bytes_list\": [";
+      bool first = true;
+      for (auto& v : f.bytes_list().value()) {
+        std::string b64;
+        google::protobuf::Base64Escape(v, &b64);
+        out += (first ? "\"" : ", \"") + b64 + "\"";
+        first = false;
+      }
+      return out + "]}";
+    }
+    case tf::Feature::kFloatList: {
+      out = "{\"float_list\": [";
+      for (int i = 0; i < f.float_list().value_size(); ++i)
+        out += (i ? ", " : "") + json_float(f.float_list().value(i));
+      return out + "]}";
+    }
+    case tf::Feature::kInt64List: {
+      out = "{\"int64_list\": [";
+      for (int i = 0; i < f.int64_list().value_size(); ++i)
+        out += (i ? ", " : "") + std::to_string(f.int64_list().value(i));
+      return out + "]}";
+    }
+    default:
+      return "{}";
+  }
+}
+
+// Sorted by name so that output does not depend on map order.
+std::map<std::string, const tf::Feature*> sorted(const tf::Example& ex) {
+  std::map<std::string, const tf::Feature*> out;
+  for (auto& [name, f] : ex.features().feature())
+    out[name] = &f;
+  return out;
+}
+
+std::string summary(const tf::Feature& f) {
+  switch (f.kind_case()) {
+    case tf::Feature::kBytesList: {
+      std::string s = "bytes x" + std::to_string(f.bytes_list().value_size());
+      if (f.bytes_list().value_size() == 1)
+        s += " (" + std::to_string(f.bytes_list().value(0).size())
+             + " bytes)";
+      return s;
+    }
+    case tf::Feature::kFloatList: {
+      std::string s = "float x" + std::to_string(f.float_list().value_size());
+      if (f.float_list().value_size() <= 4) {
+        s += " [";
+        for (int i = 0; i < f.float_list().value_size(); ++i)
+          s += (i ? ", " : "") + json_float(f.float_list().value(i));
+        s += "]";
+      }
+      return s;
+    }
+    case tf::Feature::kInt64List: {
+      std::string s = "int64 x" + std::to_string(f.int64_list().value_size());
+      if (f.int64_list().value_size() <= 4) {
+        s += " [";
+        for (int i = 0; i < f.int64_list().value_size(); ++i)
+          s += (i ? ", " : "") + std::to_string(f.int64_list().value(i));
+        s += "]";
+      }
+      return s;
+    }
+    default:
+      return "empty";
+  }
+}
+
+struct feature_stats {
+  std::string kind;
+  int64_t min_values = INT64_MAX;
+  int64_t max_values = 0;
+  int64_t records = 0;
+};
+
+int run_inspect(const inspect_args& a) {
+  tfrecord_read_options opts;
+  tfrecord::parse_compression(a.compression, opts.compression);
+  tfrecord_reader reader;
+  if (!reader.open(a.file, opts)) {
+    std::fprintf(stderr, "actorflow: %s\n", reader.error().c_str());
+    return 2;
+  }
+  int64_t show = a.show == "all" ? INT64_MAX : std::stoll(a.show);
+  std::string rec;
+  int64_t records = 0, corrupt = 0, not_examples = 0;
+  uint64_t bytes = 0;
+  std::map<std::string, feature_stats> features;
+  tf::Example ex;
+  for (;;) {
+    auto st = reader.next(rec);
+    if (st == read_status::end)
+      break;
+    if (st != read_status::ok) {
+      ++corrupt;
+      std::fprintf(stderr, "%s\n", reader.error().c_str());
+      if (recoverable(st))
+        continue;
+      break;
+    }
+    auto index = records++;
+    bytes += rec.size();
+    bool parsed = ex.ParseFromString(rec);
+    if (!parsed) {
+      ++not_examples;
+      if (!a.json && index < show)
+        std::printf("record %lld @%llu: %zu bytes, not a tf.Example\n",
+                    static_cast<long long>(index),
+                    static_cast<unsigned long long>(reader.record_offset()),
+                    rec.size());
+      continue;
+    }
+    auto fs = sorted(ex);
+    for (auto& [name, f] : fs) {
+      auto& s = features[name];
+      auto kind = summary(*f).substr(0, summary(*f).find(' '));
+      s.kind = s.kind.empty() || s.kind == kind ? kind : "mixed";
+      int64_t n = f->bytes_list().value_size() + f->float_list().value_size()
+                  + f->int64_list().value_size();
+      s.min_values = std::min(s.min_values, n);
+      s.max_values = std::max(s.max_values, n);
+      ++s.records;
+    }
+    if (index >= show)
+      continue;
+    if (a.json) {
+      std::string line = "{\"index\": " + std::to_string(index)
+                         + ", \"offset\": "
+                         + std::to_string(reader.record_offset())
+                         + ", \"features\": {";
+      bool first = true;
+      for (auto& [name, f] : fs) {
+        line += (first ? "" : ", ") + json_string(name) + ": "
+                + feature_json(*f);
+        first = false;
+      }
+      std::printf("%s}}\n", line.c_str());
+    } else {
+      std::printf("record %lld @%llu:\n", static_cast<long long>(index),
+                  static_cast<unsigned long long>(reader.record_offset()));
+      for (auto& [name, f] : fs)
+        std::printf("  %-16s %s\n", name.c_str(), summary(*f).c_str());
+    }
+  }
+  if (!a.json) {
+    std::printf("%s: %lld records, %llu payload bytes, %s\n", a.file.c_str(),
+                static_cast<long long>(records),
+                static_cast<unsigned long long>(bytes),
+                reader.compressed() ? "gzip" : "uncompressed");
+    if (!features.empty()) {
+      std::printf("features:\n");
+      for (auto& [name, s] : features) {
+        auto values = s.min_values == s.max_values
+                        ? std::to_string(s.min_values)
+                        : std::to_string(s.min_values) + ".."
+                            + std::to_string(s.max_values);
+        std::printf("  %-16s %-6s %s values, in %lld records\n",
+                    name.c_str(), s.kind.c_str(), values.c_str(),
+                    static_cast<long long>(s.records));
+      }
+    }
+    if (not_examples > 0)
+      std::printf("%lld records are not tf.Example records\n",
+                  static_cast<long long>(not_examples));
+    std::printf("CRC check: %s\n",
+                corrupt == 0 ? "every record is intact"
+                             : (std::to_string(corrupt) + " corrupt").c_str());
+  }
+  return corrupt == 0 ? 0 : 1;
+}
+
+} // namespace
+
+void add_inspect(CLI::App& app, std::function<int()>& action) {
+  auto a = std::make_shared<inspect_args>();
+  auto* cmd = app.add_subcommand(
+    "inspect", "Show what a TFRecord file holds and check every record's "
+               "CRCs (exit 1 if any is corrupt)");
+  cmd->add_option("file", a->file, "TFRecord file")->required();
+  cmd->add_option("--show", a->show, "Records to print: a number or all")
+    ->capture_default_str()
+    ->check([](const std::string& v) -> std::string {
+      if (v == "all")
+        return {};
+      try {
+        return std::stoll(v) >= 0 ? "" : "must be >= 0";
+      } catch (...) {
+        return "must be a number or 'all'";
+      }
+    });
+  cmd->add_flag("--json", a->json,
+                "Print records as JSON lines (bytes in base64) and no "
+                "summary");
+  cmd->add_option("--compression", a->compression, "auto, none or gzip")
+    ->check(CLI::IsMember({"auto", "none", "gzip"}))
+    ->capture_default_str();
+  cmd->callback([a, &action] { action = [a] { return run_inspect(*a); }; });
+}
+
+} // namespace af::cli

@@ -1,0 +1,46 @@
+// Geometric and value transforms for decoded images, fused so that each
+// output pixel is computed once: crop -> bilinear resize -> optional
+// horizontal flip -> optional normalization, written straight into the
+// output tensor's row.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/jpeg.hpp"
+#include "runtime/random.hpp"
+
+namespace af {
+
+/// A crop rectangle in source pixels.
+struct crop_box {
+  double x = 0, y = 0, width = 0, height = 0;
+};
+
+/// torchvision's RandomResizedCrop: a random area fraction in
+/// [scale_lo, scale_hi] and aspect ratio in [ratio_lo, ratio_hi] (log-uniform),
+/// 10 tries, then a centered crop clamped to the ratio range.
+crop_box random_resized_crop(int width, int height, record_rng& rng,
+                             double scale_lo = 0.08, double scale_hi = 1.0,
+                             double ratio_lo = 3.0 / 4.0,
+                             double ratio_hi = 4.0 / 3.0);
+
+/// A centered crop with the output's aspect ratio covering `fraction` of
+/// the largest such crop.
+crop_box center_crop(int width, int height, int out_width, int out_height,
+                     double fraction);
+
+/// The whole image.
+crop_box full_image(int width, int height);
+
+/// Bilinear resample of `box` of `src` to out_width x out_height (pixel
+/// centers at +0.5, as TF's half_pixel_centers and PIL), mirrored if
+/// `flip`. Writes u8 pixels.
+void resample_u8(const image& src, const crop_box& box, int out_width,
+                 int out_height, bool flip, uint8_t* dst);
+
+/// As resample_u8, writing float32 (v / 255 - mean[c]) / stddev[c].
+void resample_f32(const image& src, const crop_box& box, int out_width,
+                  int out_height, bool flip, const float* mean,
+                  const float* stddev, float* dst);
+
+} // namespace af
