@@ -139,12 +139,14 @@ size_t tfrecord_reader::read_bytes(void* dst, size_t n) {
   while (total < n) {
     auto want = static_cast<unsigned>(std::min<size_t>(n - total, 1u << 30));
     int got = gzread(impl_->gz, p + total, want);
-    if (got < 0) {
-      impl_->read_failed = true;
+    if (got <= 0) {
+      // End of data, or a broken stream that zlib reports only here.
+      int code = Z_OK;
+      gzerror(impl_->gz, &code);
+      if (got < 0 || code != Z_OK)
+        impl_->read_failed = true;
       break;
     }
-    if (got == 0)
-      break;
     total += static_cast<size_t>(got);
   }
   offset_ += total;
@@ -189,9 +191,9 @@ read_status tfrecord_reader::next(std::string& out) {
                   + std::to_string(opts_.max_record_bytes));
   if (impl_->plain != nullptr
       && length + tfrecord::footer_bytes > impl_->file_size - offset_)
-    return fail(read_status::too_large, record_offset_,
-                "record declares " + std::to_string(length)
-                  + " bytes but only "
+    return fail(read_status::truncated, record_offset_,
+                "file ends inside a record: it declares "
+                  + std::to_string(length) + " bytes but only "
                   + std::to_string(impl_->file_size - offset_)
                   + " bytes are left in the file");
   out.clear();

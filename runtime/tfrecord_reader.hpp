@@ -13,8 +13,9 @@
 // CRC leaves the reader positioned on the next record (the caller may skip
 // and go on); a corrupt length, a truncated record or an absurd length end
 // the file (nothing after them can be trusted). A declared length is never
-// allocated up front: larger than the rest of a plain file or than
-// max_record_bytes it is refused, and payloads are read in bounded chunks.
+// allocated up front: one larger than max_record_bytes is refused, one
+// beyond the end of a plain file is reported as truncated before reading,
+// and payloads are read in bounded chunks.
 #pragma once
 
 #include <cstdint>
@@ -30,8 +31,8 @@ enum class read_status {
   end,            // clean end of file
   corrupt_data,   // data CRC mismatch; next() may continue
   corrupt_length, // length CRC mismatch; the rest of the file is unusable
-  truncated,      // the file ends inside a record
-  too_large,      // declared length beyond the file or max_record_bytes
+  truncated,      // the file ends inside a record (or its declared length)
+  too_large,      // declared length beyond max_record_bytes
   io_error,       // read error, or not a valid gzip stream
 };
 

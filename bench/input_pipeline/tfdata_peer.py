@@ -84,7 +84,7 @@ def write_from_folder(folder, prefix, shards, seed):
                 "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
                 "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
             }))
-            writers[i % shards].write(example.SerializeToString())
+            writers[i % shards].write(example.SerializeToString(deterministic=True))
             counts[i % shards] += 1
             total += len(data)
     finally:

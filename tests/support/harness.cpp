@@ -115,6 +115,21 @@ private:
   int64_t seen_ = 0;
 };
 
+class collect_sink : public stage_logic {
+public:
+  collect_sink(const stage_info&, const topology::Stage&,
+               std::shared_ptr<observations> obs)
+    : obs_(std::move(obs)) {}
+
+  void process(batch&& item, emitter&) override {
+    std::lock_guard<std::mutex> guard{obs_->mtx};
+    obs_->collected.push_back(std::move(item));
+  }
+
+private:
+  std::shared_ptr<observations> obs_;
+};
+
 template <class Logic, class... Extra>
 void add_test_type(registry& reg, const char* name, stage_kind kind,
                    std::shared_ptr<observations> obs, Extra... extra) {
@@ -135,6 +150,7 @@ registry make_registry(std::shared_ptr<observations> obs) {
   add_test_type<test_source>(reg, "test_source", stage_kind::source, obs);
   add_test_type<test_sink>(reg, "test_sink", stage_kind::sink, obs, false);
   add_test_type<test_sink>(reg, "test_map", stage_kind::transform, obs, true);
+  add_test_type<collect_sink>(reg, "collect", stage_kind::sink, obs);
   return reg;
 }
 

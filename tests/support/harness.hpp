@@ -29,6 +29,8 @@ struct observations {
   std::vector<const void*> produced;
   std::vector<const void*> consumed;
   std::atomic<uint64_t> items{0};
+  /// Every item "collect" sinks received, in arrival order.
+  std::vector<batch> collected;
 };
 
 struct config : caf::actor_system_config {
@@ -43,6 +45,7 @@ struct config : caf::actor_system_config {
 ///    sleep_us, sleep_us_r<k>, fail_at (throw at that item index),
 ///    record (1: keep labels and payload addresses in `obs`).
 ///  - "test_map" (transform): forwards items; fail_at as above.
+///  - "collect" (sink): keeps every item in `obs->collected`.
 registry make_registry(std::shared_ptr<observations> obs);
 
 /// An actor system with the test registry: what most stream tests need.
@@ -65,6 +68,15 @@ run_result run_text(caf::actor_system& sys, const registry& reg,
 
 /// The stats of replica `label` ("sink[0]") in `r`; REQUIREs that it exists.
 const stage_stats& stats_of(const run_result& r, const std::string& label);
+
+/// Collects what a stage pushes, for tests that drive a stage_logic
+/// directly.
+struct collecting_emitter : emitter {
+  std::vector<batch> items;
+  std::vector<uint64_t> epochs_ended;
+  void push(batch b) override { items.push_back(std::move(b)); }
+  void end_epoch(uint64_t e) override { epochs_ended.push_back(e); }
+};
 
 /// Resident set size of this process in bytes.
 uint64_t rss_bytes();

@@ -1,0 +1,406 @@
+// The input-pipeline stages on real files: TFRecord shards of tf.Example
+// records holding JPEG images, through the stage actors.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "proto/example.pb.h"
+#include "runtime/jpeg.hpp"
+#include "runtime/registry.hpp"
+#include "runtime/tfrecord_writer.hpp"
+#include "tests/support/harness.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace af;
+using namespace af::test;
+
+namespace {
+
+// A w x h gray JPEG whose pixels all equal `value`.
+std::string gray_jpeg(int w, int h, uint8_t value) {
+  std::vector<uint8_t> px(static_cast<size_t>(w) * h, value);
+  jpeg_codec codec;
+  std::string out;
+  REQUIRE(codec.encode(px.data(), w, h, 1, 95, out));
+  return out;
+}
+
+std::string example(const std::string& image, int64_t label) {
+  tf::Example ex;
+  auto& f = *ex.mutable_features()->mutable_feature();
+  f["image"].mutable_bytes_list()->add_value(image);
+  f["label"].mutable_int64_list()->add_value(label);
+  f["weight"].mutable_float_list()->add_value(0.5f);
+  return ex.SerializeAsString();
+}
+
+// `files` shards of `per_file` records; record label = global index, image
+// gray value = (index * 7) % 256.
+std::vector<std::string> write_dataset(const temp_dir& dir, int files,
+                                       int per_file, int size = 16) {
+  std::vector<std::string> paths;
+  int index = 0;
+  for (int f = 0; f < files; ++f) {
+    tfrecord_writer w;
+    auto path = dir.file("data-" + std::to_string(f) + ".tfrecord");
+    REQUIRE(w.open(path));
+    for (int r = 0; r < per_file; ++r, ++index)
+      REQUIRE(w.write(
+        example(gray_jpeg(size, size, static_cast<uint8_t>(index * 7 % 256)),
+                index)));
+    REQUIRE(w.close());
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+std::string pipeline(const temp_dir& dir, const std::string& middle,
+                     const std::string& reader_extra = "",
+                     int reader_replicas = 1) {
+  return R"(
+    runtime { seed: 7 }
+    stage { name: "read" type: "tfrecord_source" replicas: )"
+         + std::to_string(reader_replicas) + R"(
+            tfrecord_source { files: ")"
+         + dir.path() + R"(/data-*.tfrecord" records_per_item: 8 )"
+         + reader_extra + R"( } }
+    stage { name: "parse" type: "example_parse" input { stage: "read" }
+            example_parse { feature { name: "image" type: "bytes" }
+                            feature { name: "label" type: "int64" }
+                            feature { name: "weight" type: "float" } } }
+  )" + middle;
+}
+
+std::vector<int64_t> labels_of(const std::vector<batch>& items) {
+  std::vector<int64_t> out;
+  for (auto& b : items) {
+    auto& l = b.at("label");
+    for (int64_t i = 0; i < l.rows(); ++i)
+      out.push_back(l.data_as<int64_t>()[i]);
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "TFRecord shards of JPEG Examples decode to the "
+                          "pixels and labels that were written",
+                 "[input]") {
+  temp_dir dir;
+  write_dataset(dir, 3, 20);
+  auto r = run_text(sys, reg, pipeline(dir, R"(
+    stage { name: "decode" type: "image_decode" replicas: 2
+            input { stage: "parse" }
+            image_decode { channels: 1 height: 8 width: 8 dtype: "u8" } }
+    stage { name: "sink" type: "collect" input { stage: "decode" } }
+  )"));
+  REQUIRE(r.ok);
+  auto labels = labels_of(obs->collected);
+  REQUIRE(labels.size() == 60);
+  std::sort(labels.begin(), labels.end());
+  for (int i = 0; i < 60; ++i)
+    CHECK(labels[static_cast<size_t>(i)] == i);
+  for (auto& b : obs->collected) {
+    auto& img = b.at("image");
+    REQUIRE(img.type() == dtype::u8);
+    REQUIRE(img.shape() == tensor::shape_type{b.records(), 8, 8, 1});
+    CHECK(b.at("weight").type() == dtype::f32);
+    CHECK(b.find("record") == nullptr);  // parsed away
+    REQUIRE(b.find("key") != nullptr);
+    for (int64_t i = 0; i < b.records(); ++i) {
+      auto label = b.at("label").data_as<int64_t>()[i];
+      auto want = static_cast<int>(label * 7 % 256);
+      auto* px = img.data_as<uint8_t>() + i * 64;
+      for (int k = 0; k < 64; ++k)
+        REQUIRE(std::abs(int{px[k]} - want) <= 2);  // JPEG is lossy
+    }
+  }
+}
+
+TEST_CASE_METHOD(fixture, "files are sharded across reader replicas and "
+                          "every record is read exactly once",
+                 "[input]") {
+  temp_dir dir;
+  write_dataset(dir, 5, 13);
+  auto r = run_text(sys, reg,
+                    pipeline(dir, R"(
+    stage { name: "sink" type: "collect" input { stage: "parse" } }
+  )",
+                             "interleave: 2 epochs: 2", 2));
+  REQUIRE(r.ok);
+  auto labels = labels_of(obs->collected);
+  REQUIRE(labels.size() == 130);
+  std::multiset<int64_t> seen(labels.begin(), labels.end());
+  for (int i = 0; i < 65; ++i)
+    CHECK(seen.count(i) == 2);
+  CHECK(stats_of(r, "read[0]").items_out + stats_of(r, "read[1]").items_out
+        > 0);
+}
+
+TEST_CASE_METHOD(fixture, "random crops and flips are the same for the same "
+                          "seed and differ for another",
+                 "[input]") {
+  temp_dir dir;
+  // Images with structure, so that crops and flips change pixels.
+  tfrecord_writer w;
+  REQUIRE(w.open(dir.file("data-0.tfrecord")));
+  jpeg_codec codec;
+  for (int i = 0; i < 16; ++i) {
+    std::vector<uint8_t> px(64 * 48 * 3);
+    for (size_t k = 0; k < px.size(); ++k)
+      px[k] = static_cast<uint8_t>((k * 31 + static_cast<size_t>(i) * 17)
+                                   % 251);
+    std::string jpg;
+    REQUIRE(codec.encode(px.data(), 64, 48, 3, 90, jpg));
+    REQUIRE(w.write(example(jpg, i)));
+  }
+  REQUIRE(w.close());
+  auto run_with_seed = [&](int seed, int replicas) {
+    obs->collected.clear();
+    auto text = pipeline(dir, R"(
+      stage { name: "decode" type: "image_decode" replicas: )"
+                                + std::to_string(replicas) + R"(
+              input { stage: "parse" }
+              image_decode { height: 24 width: 24 op: "random_resized_crop"
+                             random_flip: true mean: 0.5 std: 0.25 } }
+      stage { name: "sink" type: "collect" input { stage: "decode" } }
+    )");
+    text.replace(text.find("seed: 7"), 7, "seed: " + std::to_string(seed));
+    auto r = run_text(sys, reg, text);
+    REQUIRE(r.ok);
+    // label -> image, independent of arrival order
+    std::map<int64_t, std::vector<float>> by_label;
+    for (auto& b : obs->collected)
+      for (int64_t i = 0; i < b.records(); ++i) {
+        auto* p = b.at("image").data_as<float>() + i * 24 * 24 * 3;
+        by_label[b.at("label").data_as<int64_t>()[i]].assign(
+          p, p + 24 * 24 * 3);
+      }
+    return by_label;
+  };
+  auto a = run_with_seed(1, 1);
+  auto b = run_with_seed(1, 3);
+  auto c = run_with_seed(2, 1);
+  REQUIRE(a.size() == 16);
+  CHECK(a == b);
+  CHECK(a != c);
+}
+
+TEST_CASE_METHOD(fixture, "shuffle emits a permutation that depends on the "
+                          "seed and the epoch",
+                 "[input]") {
+  temp_dir dir;
+  write_dataset(dir, 2, 50);
+  auto order = [&](int seed) {
+    obs->collected.clear();
+    auto text = pipeline(dir, R"(
+      stage { name: "shuffle" type: "shuffle" input { stage: "parse" }
+              shuffle { buffer_size: 30 records_per_item: 7 } }
+      stage { name: "sink" type: "collect" input { stage: "shuffle" } }
+    )",
+                         "epochs: 2");
+    text.replace(text.find("seed: 7"), 7, "seed: " + std::to_string(seed));
+    auto r = run_text(sys, reg, text);
+    REQUIRE(r.ok);
+    return labels_of(obs->collected);
+  };
+  auto a = order(3);
+  REQUIRE(a.size() == 200);
+  std::vector<int64_t> first(a.begin(), a.begin() + 100);
+  std::vector<int64_t> second(a.begin() + 100, a.end());
+  auto sorted_first = first;
+  std::sort(sorted_first.begin(), sorted_first.end());
+  for (int i = 0; i < 100; ++i)
+    REQUIRE(sorted_first[static_cast<size_t>(i)] == i);  // epochs don't mix
+  CHECK(first != second);                               // new order each epoch
+  std::vector<int64_t> identity(100);
+  for (int i = 0; i < 100; ++i)
+    identity[static_cast<size_t>(i)] = i;
+  CHECK(first != identity);
+  CHECK(order(3) == a);  // same seed, same order
+  CHECK(order(4) != a);
+}
+
+TEST_CASE_METHOD(fixture, "bad records stop the job naming file, offset or "
+                          "feature, or are skipped and counted",
+                 "[input][bad-input]") {
+  temp_dir dir;
+  auto paths = write_dataset(dir, 1, 10);
+  auto content = temp_dir::read(paths[0]);
+  SECTION("a flipped payload byte fails the job with file and offset") {
+    content[12 + 20] ^= 0x10;  // inside record 0's data
+    temp_dir::read(dir.write("data-0.tfrecord", content));
+    auto r = run_text(sys, reg, pipeline(dir, R"(
+      stage { name: "sink" type: "collect" input { stage: "parse" } })"));
+    CHECK_FALSE(r.ok);
+    CHECK_THAT(r.error, Catch::Contains("data-0.tfrecord: offset 0: corrupt "
+                                        "record data"));
+  }
+  SECTION("with on_corrupt: skip, the rest is read") {
+    content[12 + 20] ^= 0x10;
+    dir.write("data-0.tfrecord", content);
+    auto r = run_text(sys, reg,
+                      pipeline(dir, R"(
+      stage { name: "sink" type: "collect" input { stage: "parse" } })",
+                               "on_corrupt: \"skip\""));
+    REQUIRE(r.ok);
+    CHECK(labels_of(obs->collected).size() == 9);
+  }
+  SECTION("a missing feature names the feature and the record") {
+    auto r = run_text(sys, reg,
+                      pipeline(dir, R"(
+      stage { name: "p2" type: "example_parse" input { stage: "parse" }
+              example_parse { input: "image"
+                              feature { name: "nope" type: "float" } } }
+      stage { name: "sink" type: "collect" input { stage: "p2" } })"));
+    CHECK_FALSE(r.ok);
+    CHECK_THAT(r.error, Catch::Contains("not a tf.Example"));
+  }
+  SECTION("a mistyped feature") {
+    auto text = pipeline(dir, R"(
+      stage { name: "sink" type: "collect" input { stage: "parse" } })");
+    text.replace(text.find("name: \"label\" type: \"int64\""),
+                 std::string("name: \"label\" type: \"int64\"").size(),
+                 "name: \"label\" type: \"float\"");
+    auto r = run_text(sys, reg, text);
+    CHECK_FALSE(r.ok);
+    CHECK_THAT(r.error,
+               Catch::Contains("data-0.tfrecord@0: feature 'label' holds "
+                               "int64 values, declared float"));
+  }
+  SECTION("a wrong number of values") {
+    auto text = pipeline(dir, R"(
+      stage { name: "sink" type: "collect" input { stage: "parse" } })");
+    text.replace(text.find("name: \"weight\" type: \"float\""),
+                 std::string("name: \"weight\" type: \"float\"").size(),
+                 "name: \"weight\" type: \"float\" shape: 2");
+    auto r = run_text(sys, reg, text);
+    CHECK_FALSE(r.ok);
+    CHECK_THAT(r.error, Catch::Contains("feature 'weight' has 1 values, its "
+                                        "declared shape needs 2"));
+  }
+}
+
+TEST_CASE_METHOD(fixture, "images that cannot or must not be decoded are "
+                          "refused by policy",
+                 "[input][bad-input]") {
+  temp_dir dir;
+  // A real 1x1 JPEG, bytes that are not a JPEG, and a JPEG whose header
+  // claims 20000 x 20000 pixels.
+  auto tiny = gray_jpeg(1, 1, 200);
+  auto big = gray_jpeg(16, 16, 10);
+  bool patched = false;
+  for (size_t i = 0; i + 9 < big.size(); ++i)
+    if (static_cast<unsigned char>(big[i]) == 0xff
+        && static_cast<unsigned char>(big[i + 1]) == 0xc0) {
+      // SOF0: length(2) precision(1) height(2) width(2)
+      big[i + 5] = static_cast<char>(20000 >> 8);
+      big[i + 6] = static_cast<char>(20000 & 0xff);
+      big[i + 7] = static_cast<char>(20000 >> 8);
+      big[i + 8] = static_cast<char>(20000 & 0xff);
+      patched = true;
+      break;
+    }
+  REQUIRE(patched);
+  tfrecord_writer w;
+  REQUIRE(w.open(dir.file("data-0.tfrecord")));
+  REQUIRE(w.write(example(tiny, 0)));
+  REQUIRE(w.write(example("not a jpeg at all", 1)));
+  REQUIRE(w.write(example(big, 2)));
+  REQUIRE(w.write(example(tiny, 3)));
+  REQUIRE(w.close());
+  auto decode = [&](const std::string& policy) {
+    obs->collected.clear();
+    return run_text(sys, reg, pipeline(dir, R"(
+      stage { name: "decode" type: "image_decode" input { stage: "parse" }
+              image_decode { channels: 1 height: 4 width: 4 dtype: "u8"
+                             max_pixels: 100000000 on_error: ")"
+                                              + policy + R"(" } }
+      stage { name: "sink" type: "collect" input { stage: "decode" } })"));
+  };
+  auto failed = decode("fail");
+  CHECK_FALSE(failed.ok);
+  CHECK_THAT(failed.error, Catch::Contains("data-0.tfrecord@"));
+  CHECK_THAT(failed.error, Catch::Contains("not a JPEG image"));
+  auto skipped = decode("skip");
+  REQUIRE(skipped.ok);
+  auto labels = labels_of(obs->collected);
+  CHECK(labels == std::vector<int64_t>{0, 3});
+  for (auto& b : obs->collected)
+    for (int64_t i = 0; i < b.records(); ++i)
+      CHECK(std::abs(int{b.at("image").data_as<uint8_t>()[i * 16]} - 200)
+            <= 2);
+  // The pixel limit refuses the 20000 x 20000 header without allocating.
+  jpeg_codec codec;
+  image out;
+  CHECK_FALSE(codec.decode(big, 1, 100000000, out));
+  CHECK_THAT(codec.error(), Catch::Contains("20000x20000 exceeds the limit"));
+  CHECK(out.pixels.capacity() == 0);
+}
+
+TEST_CASE("a tfrecord_source restored from a snapshot continues exactly "
+          "where it was",
+          "[input]") {
+  temp_dir dir;
+  write_dataset(dir, 3, 11);
+  registry reg = make_registry(std::make_shared<observations>());
+  topology::Stage s;
+  s.set_name("read");
+  s.set_type("tfrecord_source");
+  s.mutable_tfrecord_source()->add_files(dir.path() + "/data-*.tfrecord");
+  s.mutable_tfrecord_source()->set_records_per_item(4);
+  s.mutable_tfrecord_source()->set_interleave(2);
+  s.mutable_tfrecord_source()->set_epochs(2);
+  stage_info info{"read", "tfrecord_source", 0, 1, 0};
+  auto* type = reg.find("tfrecord_source");
+  auto whole = type->make(info, s);
+  collecting_emitter all;
+  while (whole->produce(all)) {
+  }
+  auto first = type->make(info, s);
+  collecting_emitter part;
+  for (int i = 0; i < 7; ++i)
+    REQUIRE(first->produce(part));
+  auto state = first->snapshot();
+  auto second = type->make(info, s);
+  second->restore(state);
+  while (second->produce(part)) {
+  }
+  REQUIRE(part.items.size() == all.items.size());
+  for (size_t i = 0; i < all.items.size(); ++i)
+    CHECK(part.items[i].at("record") == all.items[i].at("record"));
+  CHECK_THROWS_AS(second->restore("garbage"), std::invalid_argument);
+}
+
+TEST_CASE("the batcher stacks bytes tensors and fixed tensors alike",
+          "[input]") {
+  registry reg = make_registry(std::make_shared<observations>());
+  topology::Stage s;
+  s.set_type("batcher");
+  s.mutable_batcher()->set_batch_size(5);
+  auto logic = reg.find("batcher")->make(stage_info{}, s);
+  collecting_emitter out;
+  for (int item = 0; item < 3; ++item) {
+    std::vector<std::string> strs;
+    std::vector<std::string_view> views;
+    for (int i = 0; i < 3; ++i)
+      strs.push_back(std::string(static_cast<size_t>(item * 3 + i), 'a' + i));
+    for (auto& x : strs)
+      views.push_back(x);
+    batch b;
+    b.set("s", tensor::strings(views));
+    auto n = tensor::allocate(dtype::i32, {3, 2});
+    for (int i = 0; i < 6; ++i)
+      n.mutable_data_as<int32_t>()[i] = item * 6 + i;
+    b.set("n", std::move(n));
+    logic->process(std::move(b), out);
+  }
+  logic->finish(out);
+  REQUIRE(out.items.size() == 2);
+  CHECK(out.items[0].records() == 5);
+  CHECK(out.items[1].records() == 4);
+  CHECK(out.items[0].at("s").string_at(4).size() == 4);  // item 1, row 1
+  CHECK(out.items[1].at("n").data_as<int32_t>()[7] == 17);
+}
