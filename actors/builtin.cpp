@@ -1,12 +1,14 @@
 #include "actors/builtin.hpp"
 
 #include "actors/batcher.hpp"
+#include "actors/cache.hpp"
 #include "actors/example_parse.hpp"
 #include "actors/idx_source.hpp"
 #include "actors/image_decode.hpp"
 #include "actors/shuffle.hpp"
 #include "actors/sink.hpp"
 #include "actors/synthetic_source.hpp"
+#include "actors/take.hpp"
 #include "actors/tfrecord_source.hpp"
 #include "actors/transform.hpp"
 
@@ -22,6 +24,9 @@ void register_builtin_stages(registry& reg) {
   reg.add(example_parse_type());
   reg.add(image_decode_type());
   reg.add(shuffle_type());
+  reg.add(cache_type());
+  reg.add(take_type());
+  reg.add(skip_type());
 }
 
 } // namespace af

@@ -30,7 +30,6 @@ using clock_type = std::chrono::steady_clock;
 struct replica_entry {
   caf::actor handle;
   std::string label;
-  bool source = false;
   bool done = false;
   bool down = false;
 };
@@ -143,14 +142,11 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
   });
   return {
     [=](start_atom, const std::vector<caf::actor>& handles,
-        const std::vector<std::string>& labels,
-        const std::vector<caf::actor>& sources) {
+        const std::vector<std::string>& labels) {
       auto& st = self->state;
       for (size_t i = 0; i < handles.size(); ++i) {
-        bool source = std::find(sources.begin(), sources.end(), handles[i])
-                      != sources.end();
         st.replicas.push_back(
-          replica_entry{handles[i], labels[i], source, false, false});
+          replica_entry{handles[i], labels[i], false, false});
         self->monitor(handles[i]);
       }
       st.started = true;
@@ -177,8 +173,10 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
     [=](stop_atom) {
       auto& st = self->state;
       st.stopped = true;
+      // Every replica: sources stop reading, stages that produce after
+      // their input ended (cache replays) stop too.
       for (auto& r : st.replicas)
-        if (r.source && !r.down)
+        if (!r.down)
           self->send(r.handle, stop_atom::value);
     },
     [=](abort_atom, const std::string& reason) { record_error(self, reason); },
@@ -214,7 +212,6 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
   std::vector<std::vector<caf::actor>> replicas(spec.stage_size());
   std::vector<caf::actor> handles;
   std::vector<std::string> labels;
-  std::vector<caf::actor> sources;
   auto kill_spawned = [&] {
     for (auto& h : handles)
       caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
@@ -243,15 +240,12 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
       setup.blocking = s.has_blocking() ? s.blocking() : type->blocking;
       labels.push_back(setup.info.label());
       auto handle = spawn_stage(sys, std::move(setup));
-      if (type->kind == stage_kind::source)
-        sources.push_back(handle);
       handles.push_back(handle);
       replicas[i].push_back(handle);
       result.replicas_.emplace_back(labels.back(), handle);
     }
   }
-  caf::anon_send(result.coordinator_, start_atom::value, handles, labels,
-                 sources);
+  caf::anon_send(result.coordinator_, start_atom::value, handles, labels);
 
   // Wire the edges: every producer replica to every consumer replica.
   std::map<std::string, int> index;

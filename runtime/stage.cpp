@@ -84,7 +84,8 @@ struct stage_state : emitter {
   std::deque<output_event> outputs;
   bool source = false;
   bool produce_scheduled = false;
-  bool source_done = false;
+  // produce() returned false or a stop came: no more produce() calls.
+  bool produce_done = false;
   bool finished = false; // finish() ran, end_of_stream is queued
   bool failed = false;   // a stream_error was raised or received
   stage_stats stats;
@@ -100,6 +101,10 @@ struct stage_state : emitter {
   void end_epoch(uint64_t epoch) override {
     outputs.push_back(output_event{output_event::epoch_end, batch{}, epoch});
   }
+
+  void stop_inputs() override { stop_requested = true; }
+
+  bool stop_requested = false;
 };
 
 using stage_actor = caf::stateful_actor<stage_state>;
@@ -234,11 +239,29 @@ void handle_input(stage_actor* self) {
   }
 }
 
+// Sources produce from the start; other stages may go on producing after
+// their inputs ended (a cache replaying its epochs).
+bool producing(const stage_state& st) {
+  return (st.source || st.in.all_ended()) && !st.produce_done;
+}
+
 bool source_has_credit(stage_state& st) {
   for (auto& e : st.out.edges())
     if (e.can_take(0))
       return true;
   return false;
+}
+
+void stop_producing(stage_actor* self) {
+  auto& st = self->state;
+  if (st.produce_done)
+    return;
+  if (st.source)
+    spdlog::info("{}: stopping early on request", st.label);
+  st.produce_done = true;
+  for (auto& e : st.in.edges())
+    if (!e.eos_received)
+      self->send(e.peer, stop_atom::value);
 }
 
 void finish_and_exit(stage_actor* self) {
@@ -258,6 +281,12 @@ void pump(stage_actor* self) {
     for (;;) {
       if (st.failed)
         return;
+      if (st.stop_requested) {
+        st.stop_requested = false;
+        for (auto& e : st.in.edges())
+          if (!e.eos_received)
+            self->send(e.peer, stop_atom::value);
+      }
       flush_outputs(self);
       if (st.failed)
         return;
@@ -267,8 +296,8 @@ void pump(stage_actor* self) {
         handle_input(self);
         continue;
       }
-      if (st.source && !st.source_done) {
-        if (!source_has_credit(st))
+      if (producing(st)) {
+        if (!st.out.empty() && !source_has_credit(st))
           break;
         if (produced++ == produce_burst) {
           if (!st.produce_scheduled) {
@@ -278,10 +307,10 @@ void pump(stage_actor* self) {
           break;
         }
         if (!st.setup.logic->produce(st))
-          st.source_done = true;
+          st.produce_done = true;
         continue;
       }
-      bool inputs_done = st.source ? st.source_done : st.in.all_ended();
+      bool inputs_done = (st.source || st.in.all_ended()) && st.produce_done;
       if (inputs_done && !st.finished) {
         st.setup.logic->finish(st);
         st.outputs.push_back(
@@ -305,7 +334,7 @@ void pump(stage_actor* self) {
     for (auto& e : st.in.edges())
       if (e.done_items > 0)
         send_credit(self, e);
-  st.waiting_for_credit = !st.outputs.empty() || (st.source && !st.source_done);
+  st.waiting_for_credit = !st.outputs.empty() || producing(st);
 }
 
 // Time accounting around every message: the gap since the last message is
@@ -397,13 +426,9 @@ caf::behavior running(stage_actor* self) {
       on_message(self, [&] { self->state.produce_scheduled = false; });
     },
     [=](stop_atom) {
-      on_message(self, [&] {
-        auto& st = self->state;
-        if (st.source && !st.source_done) {
-          spdlog::info("{}: stopping early on request", st.label);
-          st.source_done = true;
-        }
-      });
+      // From the coordinator (Ctrl-C) or from a consumer that needs no more
+      // input (take): stop producing and pass the request upstream.
+      on_message(self, [&] { stop_producing(self); });
     },
     [=](const stream_error& err) {
       // Failure reports travel downstream with the data; the coordinator

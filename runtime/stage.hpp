@@ -40,6 +40,9 @@ public:
   /// Sources: ends epoch `epoch` after every item pushed so far. Other
   /// stages need not call it: the runtime forwards end_of_epoch itself.
   virtual void end_epoch(uint64_t epoch) = 0;
+  /// The stage needs no more input (take): the producers upstream are asked
+  /// to stop; what is already in flight still arrives, then end of stream.
+  virtual void stop_inputs() {}
 };
 
 /// Identity of one replica, handed to the stage's factory.
@@ -56,9 +59,11 @@ struct stage_info {
 class stage_logic {
 public:
   virtual ~stage_logic();
-  /// Sources only: push at most a few items and return true, or return
-  /// false once the stream is complete. Called whenever a consumer has
-  /// credit and nothing is queued.
+  /// Sources: push at most a few items and return true, or return false
+  /// once the stream is complete. Called whenever a consumer has credit and
+  /// nothing is queued. Other stages are called the same way after all
+  /// their inputs ended (before finish), so that they can go on producing
+  /// (a cache replaying epochs); the default returns false at once.
   virtual bool produce(emitter& out);
   /// Consumes one item.
   virtual void process(batch&& item, emitter& out);

@@ -404,3 +404,55 @@ TEST_CASE("the batcher stacks bytes tensors and fixed tensors alike",
   CHECK(out.items[0].at("s").string_at(4).size() == 4);  // item 1, row 1
   CHECK(out.items[1].at("n").data_as<int32_t>()[7] == 17);
 }
+
+TEST_CASE_METHOD(fixture, "cache replays the first epoch without running "
+                          "the stages before it again, in memory or spilled",
+                 "[input]") {
+  for (const char* limit : {"1000000000", "2000"}) {
+    obs->collected.clear();
+    auto r = run_text(sys, reg, std::string{R"(
+      stage { name: "src" type: "synthetic_source"
+              synthetic_source { records: 1000 record_bytes: 16
+                                 records_per_item: 10 } }
+      stage { name: "cache" type: "cache" input { stage: "src" }
+              cache { epochs: 3 max_memory_bytes: )"}
+                                   + limit + R"( } }
+      stage { name: "sink" type: "collect" input { stage: "cache" } }
+    )");
+    REQUIRE(r.ok);
+    CHECK(stats_of(r, "src[0]").records_out == 1000);
+    REQUIRE(obs->collected.size() == 300);
+    std::vector<int64_t> per_epoch(3, 0);
+    for (auto& b : obs->collected)
+      per_epoch.at(b.epoch) += b.records();
+    CHECK(per_epoch == std::vector<int64_t>{1000, 1000, 1000});
+    // Replayed items carry the same records as the first pass.
+    for (size_t i = 0; i < 100; ++i) {
+      CHECK(obs->collected[i].at("x") == obs->collected[i + 100].at("x"));
+      CHECK(obs->collected[i].at("x") == obs->collected[i + 200].at("x"));
+    }
+  }
+}
+
+TEST_CASE_METHOD(fixture, "take stops the sources once it has its records; "
+                          "skip drops the first ones",
+                 "[input]") {
+  auto r = run_text(sys, reg, R"(
+    stage { name: "src" type: "synthetic_source"
+            synthetic_source { records: 100000000 records_per_item: 64 } }
+    stage { name: "take" type: "take" input { stage: "src" }
+            take { count: 1000 } }
+    stage { name: "skip" type: "skip" input { stage: "take" }
+            skip { count: 100 } }
+    stage { name: "sink" type: "collect" input { stage: "skip" } }
+  )");
+  REQUIRE(r.ok);
+  int64_t records = 0;
+  for (auto& b : obs->collected)
+    records += b.records();
+  CHECK(records == 900);
+  // The source stopped long before its 10^8 records.
+  CHECK(stats_of(r, "src[0]").records_out < 100000);
+  auto& first = obs->collected.front().at("label");
+  CHECK(first.data_as<int64_t>()[0] == 100 % 10);
+}

@@ -94,7 +94,11 @@ def tf_read(tf, path, compression):
     offset = 0
     for index, record in enumerate(ds):
         raw = record.numpy()
-        example = tf.train.Example.FromString(raw)
+        try:
+            example = tf.train.Example.FromString(raw)
+        except Exception as e:  # google.protobuf.message.DecodeError
+            raise RuntimeError("record %d (offset %d, %d bytes) is not a tf.Example: %s"
+                               % (index, offset, len(raw), e))
         kinds = {}
         for name, feature in example.features.feature.items():
             kinds[name] = feature.WhichOneof("kind")

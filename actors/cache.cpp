@@ -1,0 +1,168 @@
+#include "actors/cache.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <unistd.h>
+
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+
+namespace af {
+
+namespace {
+
+class cache : public stage_logic {
+public:
+  cache(const stage_info& info, const topology::CacheConfig& cfg)
+    : label_(info.label()),
+      epochs_(cfg.has_epochs() ? cfg.epochs() : 2),
+      max_memory_(cfg.has_max_memory_bytes()
+                    ? static_cast<uint64_t>(cfg.max_memory_bytes())
+                    : uint64_t{1} << 30),
+      spill_dir_(cfg.spill_dir()) {
+    if (spill_dir_.empty()) {
+      auto* tmp = std::getenv("TMPDIR");
+      spill_dir_ = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+    }
+  }
+
+  ~cache() override { close_spill(); }
+
+  void process(batch&& item, emitter& out) override {
+    if (item.epoch > 0)
+      throw std::runtime_error("cache: the input delivered epoch "
+                               + std::to_string(item.epoch)
+                               + "; give the cache a single-epoch input and "
+                                 "set cache.epochs instead");
+    auto bytes = item.byte_size();
+    if (spill_ == nullptr && memory_bytes_ + bytes <= max_memory_) {
+      memory_bytes_ += bytes;
+      memory_.push_back(item);
+    } else {
+      spill(item);
+    }
+    out.push(std::move(item));
+  }
+
+  bool produce(emitter& out) override {
+    if (epoch_ == 0)
+      start_replay();
+    if (epoch_ >= static_cast<uint64_t>(epochs_))
+      return false;
+    batch b;
+    if (next_ < memory_.size()) {
+      b = memory_[next_++];
+    } else if (!read_spilled(b)) {
+      out.end_epoch(epoch_);
+      ++epoch_;
+      next_ = 0;
+      if (spill_ != nullptr)
+        std::rewind(spill_);
+      return epoch_ < static_cast<uint64_t>(epochs_);
+    }
+    b.epoch = epoch_;
+    out.push(std::move(b));
+    return true;
+  }
+
+  void finish(emitter&) override { close_spill(); }
+
+private:
+  void start_replay() {
+    epoch_ = 1;
+    next_ = 0;
+    if (spill_ != nullptr) {
+      std::fflush(spill_);
+      std::rewind(spill_);
+    }
+  }
+
+  void spill(const batch& item) {
+    if (spill_ == nullptr) {
+      std::string tmpl = spill_dir_ + "/actorflow-cache-XXXXXX";
+      int fd = ::mkstemp(tmpl.data());
+      if (fd < 0)
+        throw std::runtime_error("cache: cannot create a spill file in "
+                                 + spill_dir_ + ": " + std::strerror(errno));
+      ::unlink(tmpl.c_str());  // gone when closed, even after a crash
+      spill_ = ::fdopen(fd, "w+b");
+    }
+    buf_.clear();
+    caf::binary_serializer sink{nullptr, buf_};
+    if (sink(const_cast<batch&>(item)))
+      throw std::runtime_error("cache: cannot serialize an item");
+    uint64_t n = buf_.size();
+    if (std::fwrite(&n, sizeof n, 1, spill_) != 1
+        || std::fwrite(buf_.data(), 1, n, spill_) != n)
+      throw std::runtime_error("cache: cannot write the spill file in "
+                               + spill_dir_ + ": " + std::strerror(errno));
+    spilled_bytes_ += n;
+  }
+
+  bool read_spilled(batch& out) {
+    if (spill_ == nullptr)
+      return false;
+    uint64_t n = 0;
+    if (std::fread(&n, sizeof n, 1, spill_) != 1)
+      return false;
+    buf_.resize(n);
+    if (std::fread(buf_.data(), 1, n, spill_) != n)
+      throw std::runtime_error("cache: the spill file is truncated");
+    caf::binary_deserializer source{nullptr, buf_};
+    if (source(out))
+      throw std::runtime_error("cache: the spill file is corrupt");
+    return true;
+  }
+
+  void close_spill() {
+    if (spill_ != nullptr) {
+      std::fclose(spill_);
+      spill_ = nullptr;
+    }
+  }
+
+  std::string label_;
+  int64_t epochs_;
+  uint64_t max_memory_;
+  std::string spill_dir_;
+  std::vector<batch> memory_;
+  uint64_t memory_bytes_ = 0;
+  uint64_t spilled_bytes_ = 0;
+  std::FILE* spill_ = nullptr;
+  std::vector<char> buf_;
+  uint64_t epoch_ = 0;
+  size_t next_ = 0;
+};
+
+} // namespace
+
+stage_type cache_type() {
+  stage_type t;
+  t.name = "cache";
+  t.kind = stage_kind::transform;
+  t.description = "keeps the first epoch (memory, then a spill file) and "
+                  "replays it";
+  t.blocking = true;  // spilling and replaying do file I/O
+  t.check = [](const topology::Stage& s) -> std::string {
+    if (s.config_case() != topology::Stage::kCache
+        && s.config_case() != topology::Stage::CONFIG_NOT_SET)
+      return "expects a cache { ... } block";
+    auto& p = s.cache();
+    if (p.has_epochs() && p.epochs() < 1)
+      return "cache.epochs must be >= 1";
+    if (p.has_max_memory_bytes() && p.max_memory_bytes() < 0)
+      return "cache.max_memory_bytes must be >= 0";
+    if (s.has_replicas() && s.replicas() != 1)
+      return "a cache has exactly one replica";
+    return {};
+  };
+  t.make = [](const stage_info& info, const topology::Stage& s) {
+    return std::make_shared<cache>(info, s.cache());
+  };
+  return t;
+}
+
+} // namespace af

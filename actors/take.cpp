@@ -1,0 +1,103 @@
+#include "actors/take.hpp"
+
+#include "runtime/rows.hpp"
+
+namespace af {
+
+namespace {
+
+// Rows [from, to) of `b`.
+batch slice(const batch& b, int64_t from, int64_t to) {
+  std::vector<row_ref> rows;
+  for (auto i = from; i < to; ++i)
+    rows.push_back(row_ref{&b, i});
+  auto out = gather_rows(rows);
+  out.seq = b.seq;
+  out.epoch = b.epoch;
+  return out;
+}
+
+class take_records : public stage_logic {
+public:
+  explicit take_records(int64_t count) : left_(count) {}
+
+  void process(batch&& item, emitter& out) override {
+    if (left_ <= 0)
+      return;  // in flight when we asked to stop
+    auto n = item.records();
+    if (n <= left_) {
+      left_ -= n;
+      out.push(std::move(item));
+    } else {
+      out.push(slice(item, 0, left_));
+      left_ = 0;
+    }
+    if (left_ == 0)
+      out.stop_inputs();
+  }
+
+private:
+  int64_t left_;
+};
+
+class skip_records : public stage_logic {
+public:
+  explicit skip_records(int64_t count) : left_(count) {}
+
+  void process(batch&& item, emitter& out) override {
+    auto n = item.records();
+    if (left_ >= n) {
+      left_ -= n;
+      return;
+    }
+    if (left_ > 0) {
+      auto from = left_;
+      left_ = 0;
+      out.push(slice(item, from, n));
+      return;
+    }
+    out.push(std::move(item));
+  }
+
+private:
+  int64_t left_;
+};
+
+stage_type make_type(const char* name, bool take) {
+  stage_type t;
+  t.name = name;
+  t.kind = stage_kind::transform;
+  t.description = take ? "passes the first `count` records of the stream"
+                       : "drops the first `count` records of the stream";
+  t.check = [name, take](const topology::Stage& s) -> std::string {
+    auto want = take ? topology::Stage::kTake : topology::Stage::kSkip;
+    if (s.config_case() != want)
+      return std::string{"needs a "} + name + " { count: N } block";
+    auto& p = take ? s.take() : s.skip();
+    if (!p.has_count() || p.count() < 0)
+      return std::string{name} + ".count is required and must be >= 0";
+    if (s.has_replicas() && s.replicas() != 1)
+      return std::string{"a "} + name
+             + " stage counts the whole stream and has one replica";
+    return {};
+  };
+  t.make = [take](const stage_info&,
+                  const topology::Stage& s) -> std::shared_ptr<stage_logic> {
+    if (take)
+      return std::make_shared<take_records>(s.take().count());
+    return std::make_shared<skip_records>(s.skip().count());
+  };
+  return t;
+}
+
+} // namespace
+
+stage_type take_type() {
+  return make_type("take", true);
+}
+
+stage_type skip_type() {
+  return make_type("skip", false);
+}
+
+} // namespace af
