@@ -2,8 +2,10 @@
 
 #include "actors/batcher.hpp"
 #include "actors/cache.hpp"
+#include "actors/csv_source.hpp"
 #include "actors/example_parse.hpp"
 #include "actors/idx_source.hpp"
+#include "actors/image_folder_source.hpp"
 #include "actors/image_decode.hpp"
 #include "actors/shuffle.hpp"
 #include "actors/sink.hpp"
@@ -27,6 +29,8 @@ void register_builtin_stages(registry& reg) {
   reg.add(cache_type());
   reg.add(take_type());
   reg.add(skip_type());
+  reg.add(csv_source_type());
+  reg.add(image_folder_source_type());
 }
 
 } // namespace af

@@ -2,35 +2,16 @@
 
 #include <algorithm>
 #include <deque>
-#include <glob.h>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
 
+#include "runtime/files.hpp"
 #include "runtime/tfrecord_reader.hpp"
 
 namespace af {
-
-std::vector<std::string> expand_file_patterns(
-  const std::vector<std::string>& patterns) {
-  std::vector<std::string> files;
-  for (auto& p : patterns) {
-    glob_t g{};
-    int rc = ::glob(p.c_str(), GLOB_ERR, nullptr, &g);
-    if (rc != 0) {
-      globfree(&g);
-      throw std::runtime_error("'" + p + "' matches no file");
-    }
-    for (size_t i = 0; i < g.gl_pathc; ++i)
-      files.emplace_back(g.gl_pathv[i]);
-    globfree(&g);
-  }
-  std::sort(files.begin(), files.end());
-  files.erase(std::unique(files.begin(), files.end()), files.end());
-  return files;
-}
 
 namespace {
 

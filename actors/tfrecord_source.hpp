@@ -6,18 +6,10 @@
 // the next unread record. Config: topology.TFRecordSourceConfig.
 #pragma once
 
-#include <string>
-#include <vector>
-
 #include "runtime/registry.hpp"
 
 namespace af {
 
 stage_type tfrecord_source_type();
-
-/// The files `patterns` name (glob patterns allowed), sorted. Throws
-/// std::runtime_error naming a pattern that matches nothing.
-std::vector<std::string> expand_file_patterns(
-  const std::vector<std::string>& patterns);
 
 } // namespace af

@@ -1,9 +1,10 @@
 #include "apps/actorflow/convert.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
-#include <dirent.h>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -14,6 +15,8 @@
 #include "apps/actorflow/progress.hpp"
 #include "apps/actorflow/shard_writer.hpp"
 #include "proto/example.pb.h"
+#include "runtime/csv_reader.hpp"
+#include "runtime/files.hpp"
 #include "runtime/idx.hpp"
 #include "runtime/jpeg.hpp"
 
@@ -184,48 +187,16 @@ struct images_args {
   output_options out;
 };
 
-std::vector<std::string> list_dir(const std::string& dir, bool dirs) {
-  std::vector<std::string> names;
-  if (auto* d = ::opendir(dir.c_str())) {
-    while (auto* e = ::readdir(d)) {
-      std::string name = e->d_name;
-      if (name == "." || name == "..")
-        continue;
-      struct stat info {};
-      if (::stat((dir + "/" + name).c_str(), &info) != 0)
-        continue;
-      if (S_ISDIR(info.st_mode) == dirs)
-        names.push_back(name);
-    }
-    ::closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 int convert_images(const images_args& a) {
-  struct stat info {};
-  if (::stat(a.dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
-    std::fprintf(stderr, "actorflow: %s: not a directory\n", a.dir.c_str());
+  image_folder folder;
+  try {
+    folder = list_image_folder(a.dir);
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "actorflow: %s\n", ex.what());
     return exit_usage;
   }
-  auto classes = list_dir(a.dir, true);
-  if (classes.empty()) {
-    std::fprintf(stderr,
-                 "actorflow: %s: no class subfolders (expected DIR/CLASS/"
-                 "IMAGE.jpg)\n",
-                 a.dir.c_str());
-    return exit_usage;
-  }
-  struct entry {
-    std::string path;
-    int64_t label;
-  };
-  std::vector<entry> files;
-  for (size_t c = 0; c < classes.size(); ++c)
-    for (auto& f : list_dir(a.dir + "/" + classes[c], false))
-      files.push_back({a.dir + "/" + classes[c] + "/" + f,
-                       static_cast<int64_t>(c)});
+  auto& classes = folder.classes;
+  auto& files = folder.files;
   auto total = static_cast<int64_t>(files.size());
   shard_writer out{a.out.prefix, a.out.shards, total, compression_of(a.out)};
   jpeg_codec codec;
@@ -264,6 +235,143 @@ int convert_images(const images_args& a) {
   return 0;
 }
 
+struct csv_args {
+  std::vector<std::string> files;
+  std::vector<std::string> columns;  // name:type
+  bool no_header = false;
+  std::string delimiter = ",";
+  bool skip_bad_rows = false;
+  output_options out;
+};
+
+int convert_csv(const csv_args& a) {
+  struct column {
+    std::string name, type;
+    size_t position;
+  };
+  std::vector<column> cols;
+  for (auto& spec : a.columns) {
+    auto colon = spec.rfind(':');
+    auto name = spec.substr(0, colon);
+    auto type = colon == std::string::npos ? "" : spec.substr(colon + 1);
+    if (name.empty()
+        || (type != "int64" && type != "float" && type != "string")) {
+      std::fprintf(stderr,
+                   "actorflow: --column %s: expected NAME:TYPE with TYPE "
+                   "int64, float or string\n",
+                   spec.c_str());
+      return exit_usage;
+    }
+    cols.push_back({name, type, cols.size()});
+  }
+  // Two passes: count rows first, so that shards split evenly.
+  int64_t total = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    std::unique_ptr<shard_writer> out;
+    std::unique_ptr<convert_progress> progress;
+    if (pass == 1) {
+      out = std::make_unique<shard_writer>(a.out.prefix, a.out.shards, total,
+                                           compression_of(a.out));
+      progress = std::make_unique<convert_progress>(total);
+    }
+    int64_t written = 0, skipped = 0;
+    tf::Example ex;
+    std::string serialized;
+    for (auto& path : a.files) {
+      csv_reader reader;
+      if (!reader.open(path, a.delimiter[0])) {
+        std::fprintf(stderr, "actorflow: %s\n", reader.error().c_str());
+        return exit_usage;
+      }
+      std::vector<std::string> row;
+      int64_t line = 0;
+      if (!a.no_header) {
+        if (!reader.next(row, line)) {
+          std::fprintf(stderr, "actorflow: %s: no header row\n",
+                       path.c_str());
+          return exit_usage;
+        }
+        for (auto& c : cols) {
+          auto it = std::find(row.begin(), row.end(), c.name);
+          if (it == row.end()) {
+            std::fprintf(stderr,
+                         "actorflow: %s:%lld: the header has no column "
+                         "'%s'\n",
+                         path.c_str(), static_cast<long long>(line),
+                         c.name.c_str());
+            return exit_usage;
+          }
+          c.position = static_cast<size_t>(it - row.begin());
+        }
+      }
+      while (reader.next(row, line)) {
+        std::string problem;
+        ex.Clear();
+        auto& feats = *ex.mutable_features()->mutable_feature();
+        for (auto& c : cols) {
+          if (c.position >= row.size()) {
+            problem = "row has " + std::to_string(row.size()) + " fields";
+            break;
+          }
+          auto& v = row[c.position];
+          char* end = nullptr;
+          if (c.type == "int64") {
+            errno = 0;
+            auto x = std::strtoll(v.c_str(), &end, 10);
+            if (v.empty() || *end != '\0' || errno == ERANGE) {
+              problem = "column '" + c.name + "': '" + v
+                        + "' is not an int64";
+              break;
+            }
+            feats[c.name].mutable_int64_list()->add_value(x);
+          } else if (c.type == "float") {
+            errno = 0;
+            auto x = std::strtof(v.c_str(), &end);
+            if (v.empty() || *end != '\0' || errno == ERANGE) {
+              problem = "column '" + c.name + "': '" + v
+                        + "' is not a float";
+              break;
+            }
+            feats[c.name].mutable_float_list()->add_value(x);
+          } else {
+            feats[c.name].mutable_bytes_list()->add_value(v);
+          }
+        }
+        if (!problem.empty()) {
+          if (!a.skip_bad_rows) {
+            std::fprintf(stderr, "actorflow: %s:%lld: %s\n", path.c_str(),
+                         static_cast<long long>(line), problem.c_str());
+            return exit_failure;
+          }
+          if (pass == 1)
+            spdlog::warn("{}:{}: {} (skipped)", path, line, problem);
+          ++skipped;
+          continue;
+        }
+        if (pass == 1) {
+          ex.SerializeToString(&serialized);
+          out->write(written, serialized);
+          progress->update(written + 1);
+        }
+        ++written;
+      }
+      if (!reader.error().empty()) {
+        std::fprintf(stderr, "actorflow: %s\n", reader.error().c_str());
+        return exit_failure;
+      }
+    }
+    if (pass == 0) {
+      total = written;
+      continue;
+    }
+    progress->update(total, true);
+    report(out->close(), written);
+    if (skipped > 0)
+      std::printf("skipped %lld bad rows\n", static_cast<long long>(skipped));
+  }
+  return 0;
+}
+
 } // namespace
 
 void add_convert(CLI::App& app, std::function<int()>& action) {
@@ -298,6 +406,28 @@ void add_convert(CLI::App& app, std::function<int()>& action) {
                                            "class")
     ->required();
   add_output_options(*from_images, img->out);
+  auto csv = std::make_shared<csv_args>();
+  auto* from_csv = convert->add_subcommand(
+    "csv", "CSV files with a header row (or --no-header). One feature per "
+           "--column NAME:TYPE (int64, float or string -> bytes)");
+  from_csv->add_option("files", csv->files, "CSV files")->required();
+  from_csv->add_option("--column", csv->columns,
+                       "A column to convert, NAME:TYPE (repeat)")
+    ->required();
+  from_csv->add_flag("--no-header", csv->no_header,
+                     "The first row is data; --column names are positional");
+  from_csv->add_option("--delimiter", csv->delimiter, "Field delimiter")
+    ->check([](const std::string& d) {
+      return d.size() == 1 ? std::string{} : std::string{"one character"};
+    })
+    ->capture_default_str();
+  from_csv->add_flag("--skip-bad-rows", csv->skip_bad_rows,
+                     "Skip (and count) rows that do not fit instead of "
+                     "stopping");
+  add_output_options(*from_csv, csv->out);
+  from_csv->callback(
+    [csv, &action] { action = [csv] { return convert_csv(*csv); }; });
+
   from_images->callback(
     [img, &action] { action = [img] { return convert_images(*img); }; });
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include "proto/example.pb.h"
@@ -455,4 +456,85 @@ TEST_CASE_METHOD(fixture, "take stops the sources once it has its records; "
   CHECK(stats_of(r, "src[0]").records_out < 100000);
   auto& first = obs->collected.front().at("label");
   CHECK(first.data_as<int64_t>()[0] == 100 % 10);
+}
+
+TEST_CASE_METHOD(fixture, "CSV files become typed columns; bad rows name "
+                          "their line",
+                 "[input]") {
+  temp_dir dir;
+  dir.write("a.csv", "id,name,score,unused\n"
+                     "1,plain,0.5,x\n"
+                     "2,\"quoted, with comma\",1.25,x\n"
+                     "3,\"multi\nline\",-2,x\n"
+                     "4,\"say \"\"hi\"\"\",3e2,x\n");
+  auto text = [&](const std::string& file, const std::string& extra) {
+    return R"(
+      stage { name: "csv" type: "csv_source"
+              csv_source { files: ")"
+           + dir.file(file) + R"(" )" + extra + R"(
+                           column { name: "score" type: "float" }
+                           column { name: "id" type: "int64" }
+                           column { name: "name" type: "string" } } }
+      stage { name: "sink" type: "collect" input { stage: "csv" } })";
+  };
+  auto r = run_text(sys, reg, text("a.csv", ""));
+  REQUIRE(r.ok);
+  REQUIRE(obs->collected.size() == 1);
+  auto& b = obs->collected[0];
+  REQUIRE(b.records() == 4);
+  CHECK(b.at("id").data_as<int64_t>()[3] == 4);
+  CHECK(b.at("score").data_as<float>()[3] == 300.0f);
+  CHECK(b.at("name").string_at(1) == "quoted, with comma");
+  CHECK(b.at("name").string_at(2) == "multi\nline");
+  CHECK(b.at("name").string_at(3) == "say \"hi\"");
+  CHECK(b.at("key").string_at(3) == dir.file("a.csv") + ":6");
+
+  dir.write("bad.csv", "id,name,score\n1,a,0.5\n2,b\n3,c,x\n");
+  obs->collected.clear();
+  auto failed = run_text(sys, reg, text("bad.csv", ""));
+  CHECK_FALSE(failed.ok);
+  CHECK_THAT(failed.error,
+             Catch::Contains("bad.csv:3: row has 2 fields, expected 3"));
+  auto skipped = run_text(sys, reg, text("bad.csv", "on_bad_row: \"skip\""));
+  REQUIRE(skipped.ok);
+  CHECK(obs->collected.at(0).records() == 1);
+
+  dir.write("missing.csv", "id,score\n1,2\n");
+  auto missing = run_text(sys, reg, text("missing.csv", ""));
+  CHECK_FALSE(missing.ok);
+  CHECK_THAT(missing.error,
+             Catch::Contains("missing.csv:1: the header has no column "
+                             "'name'"));
+  dir.write("quote.csv", "id,name,score\n1,\"never closed,0.5\n");
+  auto quote = run_text(sys, reg, text("quote.csv", ""));
+  CHECK_FALSE(quote.ok);
+  CHECK_THAT(quote.error, Catch::Contains("quote.csv:2: malformed CSV"));
+}
+
+TEST_CASE_METHOD(fixture, "an image folder becomes images labelled by "
+                          "class",
+                 "[input]") {
+  temp_dir dir;
+  for (auto cls : {"cat", "ant"}) {
+    std::filesystem::create_directories(dir.file(cls));
+    for (int i = 0; i < 3; ++i)
+      dir.write(std::string{cls} + "/" + std::to_string(i) + ".jpg",
+                gray_jpeg(8, 8, cls[0] == 'c' ? 200 : 50));
+  }
+  auto r = run_text(sys, reg, R"(
+    stage { name: "files" type: "image_folder_source" replicas: 2
+            image_folder_source { dir: ")"
+                                + dir.path() + R"(" } }
+    stage { name: "decode" type: "image_decode" input { stage: "files" }
+            image_decode { channels: 1 height: 4 width: 4 dtype: "u8" } }
+    stage { name: "sink" type: "collect" input { stage: "decode" } })");
+  REQUIRE(r.ok);
+  int64_t n = 0;
+  for (auto& b : obs->collected)
+    for (int64_t i = 0; i < b.records(); ++i, ++n) {
+      auto label = b.at("label").data_as<int64_t>()[i];
+      auto px = int{b.at("image").data_as<uint8_t>()[i * 16]};
+      CHECK(std::abs(px - (label == 0 ? 50 : 200)) <= 2);  // ant = 0
+    }
+  CHECK(n == 6);
 }

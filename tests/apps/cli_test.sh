@@ -107,6 +107,32 @@ case $case_name in
     expect_rc 130
     expect_err "aborted by a second interrupt"
     ;;
+  convert)
+    fm=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 't10k-images') || true
+    if [ -z "$fm" ]; then echo "SKIP: dataset-fashion-mnist not installed"; exit 0; fi
+    labels=${fm/images-idx3/labels-idx1}
+    run convert idx --images "$fm" --labels "$labels" --out "$tmp/t10k" --shards 3
+    expect_rc 0; expect_out "wrote 10000 records to 3 files"
+    run inspect "$tmp/t10k-00001-of-00003.tfrecord" --show 1
+    expect_rc 0; expect_out "3333 records"; expect_out "CRC check: every record is intact"
+    expect_out "image            bytes"
+    # A flipped byte makes inspect fail and name the offset.
+    cp "$tmp/t10k-00000-of-00003.tfrecord" "$tmp/bad.tfrecord"
+    printf '\x00' | dd of="$tmp/bad.tfrecord" bs=1 seek=100 conv=notrunc 2>/dev/null
+    run inspect "$tmp/bad.tfrecord"; expect_rc 1; expect_err "bad.tfrecord: offset 0: corrupt record data"
+    printf 'a,b,c\n1,x,0.5\n2,"y, z",1.5\n' > "$tmp/t.csv"
+    run convert csv "$tmp/t.csv" --column a:int64 --column b:string --column c:float --out "$tmp/csv"
+    expect_rc 0; expect_out "wrote 2 records to 1 files"
+    run inspect "$tmp/csv-00000-of-00001.tfrecord" --json --show all
+    expect_rc 0; expect_out '"c": {"float_list": \[1.5\]}'
+    printf 'a,b,c\n1,x,0.5\nnope,y,1\n' > "$tmp/bad.csv"
+    run convert csv "$tmp/bad.csv" --column a:int64 --out "$tmp/bad"
+    expect_rc 1; expect_err "bad.csv:3: column 'a': 'nope' is not an int64"
+    mkdir -p "$tmp/imgs/cls"; cp "$here/../fuzz/corpus/image/"*.jpg "$tmp/imgs/cls/"
+    echo "not an image" > "$tmp/imgs/cls/readme.txt"
+    run convert images "$tmp/imgs" --out "$tmp/imgs-out"
+    expect_rc 0; expect_out "skipped 1 files that are not JPEG images"
+    ;;
   terminal)
     # On a terminal the progress display is one line rewritten in place.
     command -v script >/dev/null || { echo "SKIP: script(1) not installed"; exit 0; }

@@ -1,0 +1,247 @@
+#include "actors/csv_source.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "runtime/csv_reader.hpp"
+#include "runtime/files.hpp"
+
+namespace af {
+
+namespace {
+
+enum class column_type { int64, float32, string };
+
+struct column {
+  std::string name;
+  column_type type;
+  size_t position = 0;  // in the file's rows
+};
+
+bool parse_int(const std::string& s, int64_t& out) {
+  auto* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, out);
+  return ec == std::errc{} && p == end && !s.empty();
+}
+
+bool parse_float(const std::string& s, float& out) {
+  if (s.empty())
+    return false;
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtof(s.c_str(), &end);
+  return end == s.c_str() + s.size() && errno != ERANGE;
+}
+
+class csv_source : public stage_logic {
+public:
+  csv_source(const stage_info& info, const topology::CsvSourceConfig& cfg)
+    : label_(info.label()),
+      header_(cfg.has_header() ? cfg.header() : true),
+      delimiter_(cfg.delimiter().empty() ? ',' : cfg.delimiter()[0]),
+      epochs_(cfg.has_epochs() ? cfg.epochs() : 1),
+      per_item_(cfg.has_records_per_item() ? cfg.records_per_item() : 64),
+      skip_bad_(cfg.on_bad_row() == "skip") {
+    for (auto& c : cfg.column())
+      columns_.push_back({c.name(),
+                          c.type() == "int64"   ? column_type::int64
+                          : c.type() == "float" ? column_type::float32
+                                                : column_type::string,
+                          columns_.size()});
+    auto all = expand_file_patterns({cfg.files().begin(), cfg.files().end()});
+    for (size_t i = 0; i < all.size(); ++i)
+      if (i % info.replicas == info.replica)
+        files_.push_back({all[i], static_cast<uint32_t>(i)});
+  }
+
+  bool produce(emitter& out) override {
+    while (epoch_ < static_cast<uint64_t>(epochs_)) {
+      if (!reader_ && !open_next()) {
+        out.end_epoch(epoch_++);
+        next_file_ = 0;
+        continue;
+      }
+      if (read_item(out))
+        return true;
+      reader_.reset();
+    }
+    return false;
+  }
+
+private:
+  struct file_entry {
+    std::string path;
+    uint32_t number;
+  };
+
+  bool open_next() {
+    if (next_file_ >= files_.size())
+      return false;
+    file_ = next_file_++;
+    reader_ = std::make_unique<csv_reader>();
+    if (!reader_->open(files_[file_].path, delimiter_))
+      throw std::runtime_error(reader_->error());
+    if (header_) {
+      std::vector<std::string> names;
+      int64_t line = 0;
+      if (!reader_->next(names, line))
+        throw std::runtime_error(
+          reader_->error().empty() ? files_[file_].path + ": no header row"
+                                   : reader_->error());
+      for (auto& c : columns_) {
+        auto it = std::find(names.begin(), names.end(), c.name);
+        if (it == names.end())
+          throw std::runtime_error(files_[file_].path + ":"
+                                   + std::to_string(line) + ": the header has "
+                                   + "no column '" + c.name + "'");
+        c.position = static_cast<size_t>(it - names.begin());
+      }
+    }
+    return true;
+  }
+
+  // Reads up to per_item_ rows; false when the file had none left.
+  bool read_item(emitter& out) {
+    auto& path = files_[file_].path;
+    std::vector<std::vector<std::string>> cells(columns_.size());
+    std::vector<int64_t> lines;
+    std::vector<std::string> row;
+    int64_t line = 0;
+    while (static_cast<int64_t>(lines.size()) < per_item_) {
+      if (!reader_->next(row, line)) {
+        if (!reader_->error().empty())
+          throw std::runtime_error(reader_->error());
+        break;
+      }
+      std::string problem = check_row(row);
+      if (!problem.empty()) {
+        auto where = path + ":" + std::to_string(line) + ": " + problem;
+        if (!skip_bad_)
+          throw std::runtime_error(where);
+        if (skipped_++ == 0)
+          spdlog::warn("{}: {} (skipping bad rows)", label_, where);
+        continue;
+      }
+      for (size_t k = 0; k < columns_.size(); ++k)
+        cells[k].push_back(std::move(row[columns_[k].position]));
+      lines.push_back(line);
+    }
+    if (lines.empty())
+      return false;
+    auto n = static_cast<int64_t>(lines.size());
+    batch b;
+    b.seq = seq_++;
+    b.epoch = epoch_;
+    for (size_t k = 0; k < columns_.size(); ++k) {
+      auto& c = columns_[k];
+      if (c.type == column_type::int64) {
+        auto t = tensor::allocate(dtype::i64, {n});
+        for (int64_t i = 0; i < n; ++i)
+          parse_int(cells[k][static_cast<size_t>(i)],
+                    t.mutable_data_as<int64_t>()[i]);
+        b.set(c.name, std::move(t));
+      } else if (c.type == column_type::float32) {
+        auto t = tensor::allocate(dtype::f32, {n});
+        for (int64_t i = 0; i < n; ++i)
+          parse_float(cells[k][static_cast<size_t>(i)],
+                      t.mutable_data_as<float>()[i]);
+        b.set(c.name, std::move(t));
+      } else {
+        std::vector<std::string_view> views(cells[k].begin(), cells[k].end());
+        b.set(c.name, tensor::strings(views));
+      }
+    }
+    bytes_builder keys;
+    auto index = tensor::allocate(dtype::i64, {n});
+    for (int64_t i = 0; i < n; ++i) {
+      keys.add(path + ":" + std::to_string(lines[static_cast<size_t>(i)]));
+      index.mutable_data_as<int64_t>()[i] =
+        (static_cast<int64_t>(files_[file_].number) << 32)
+        | lines[static_cast<size_t>(i)];
+    }
+    b.set("key", keys.finish());
+    b.set("index", std::move(index));
+    out.push(std::move(b));
+    return true;
+  }
+
+  std::string check_row(const std::vector<std::string>& row) const {
+    size_t needed = 0;
+    for (auto& c : columns_)
+      needed = std::max(needed, c.position + 1);
+    if (row.size() < needed || (!header_ && row.size() != columns_.size()))
+      return "row has " + std::to_string(row.size()) + " fields, expected "
+             + std::to_string(header_ ? needed : columns_.size());
+    for (auto& c : columns_) {
+      auto& v = row[c.position];
+      int64_t i;
+      float f;
+      if (c.type == column_type::int64 && !parse_int(v, i))
+        return "column '" + c.name + "': '" + v + "' is not an int64";
+      if (c.type == column_type::float32 && !parse_float(v, f))
+        return "column '" + c.name + "': '" + v + "' is not a float";
+    }
+    return {};
+  }
+
+  std::string label_;
+  bool header_;
+  char delimiter_;
+  int64_t epochs_, per_item_;
+  bool skip_bad_;
+  std::vector<column> columns_;
+  std::vector<file_entry> files_;
+  std::unique_ptr<csv_reader> reader_;
+  size_t next_file_ = 0, file_ = 0;
+  uint64_t epoch_ = 0, seq_ = 0, skipped_ = 0;
+};
+
+std::string check(const topology::Stage& s) {
+  if (s.config_case() != topology::Stage::kCsvSource)
+    return "needs a csv_source { files: ... column { ... } } block";
+  auto& p = s.csv_source();
+  if (p.files().empty() || p.column().empty())
+    return "csv_source.files and csv_source.column are required";
+  for (auto& c : p.column())
+    if (c.name().empty()
+        || (c.type() != "int64" && c.type() != "float"
+            && c.type() != "string"))
+      return "csv_source column '" + c.name()
+             + "': needs a name and a type of \"int64\", \"float\" or "
+               "\"string\"";
+  if (p.delimiter().size() > 1)
+    return "csv_source.delimiter is one character";
+  if (!p.on_bad_row().empty() && p.on_bad_row() != "fail"
+      && p.on_bad_row() != "skip")
+    return "csv_source.on_bad_row must be \"fail\" or \"skip\"";
+  if ((p.has_epochs() && p.epochs() < 1)
+      || (p.has_records_per_item() && p.records_per_item() < 1))
+    return "epochs and records_per_item must be >= 1";
+  try {
+    expand_file_patterns({p.files().begin(), p.files().end()});
+  } catch (const std::exception& ex) {
+    return std::string{"csv_source.files: "} + ex.what();
+  }
+  return {};
+}
+
+} // namespace
+
+stage_type csv_source_type() {
+  stage_type t;
+  t.name = "csv_source";
+  t.kind = stage_kind::source;
+  t.description = "reads CSV files into typed columns";
+  t.blocking = true;
+  t.check = check;
+  t.make = [](const stage_info& info, const topology::Stage& s) {
+    return std::make_shared<csv_source>(info, s.csv_source());
+  };
+  return t;
+}
+
+} // namespace af
