@@ -184,6 +184,7 @@ stage_type example_parse_type() {
   stage_type t;
   t.name = "example_parse";
   t.kind = stage_kind::transform;
+  t.one_to_one = true;
   t.description = "parses tf.Example records into typed feature tensors";
   t.check = check;
   t.make = [](const stage_info&, const topology::Stage& s) {

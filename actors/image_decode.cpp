@@ -123,9 +123,9 @@ public:
           result.fields.push_back(std::move(f));
       result.set(cfg_.output, std::move(out_t));
     } else {
-      // Drop the skipped records from every other field as well.
-      if (kept.empty())
-        return;
+      // Drop the skipped records from every other field as well. An item
+      // whose records were all skipped still goes out, empty, so that the
+      // sequence numbers stay dense (deterministic mode waits for each).
       batch rest;
       for (auto& f : item.fields)
         if (f.name != cfg_.input)
@@ -133,7 +133,7 @@ public:
       std::vector<row_ref> rows;
       for (auto i : kept)
         rows.push_back(row_ref{&rest, i});
-      if (!rest.fields.empty())
+      if (!rest.fields.empty() && !rows.empty())
         result = gather_rows(rows);
       result.seq = item.seq;
       result.epoch = item.epoch;
@@ -240,6 +240,7 @@ stage_type image_decode_type() {
   stage_type t;
   t.name = "image_decode";
   t.kind = stage_kind::transform;
+  t.one_to_one = true;
   t.description = "decodes JPEG images, crops/resizes/flips/normalizes";
   t.check = check;
   t.make = [](const stage_info& info, const topology::Stage& s) {

@@ -45,6 +45,7 @@ stage_type transform_type() {
   stage_type t;
   t.name = "transform";
   t.kind = stage_kind::transform;
+  t.one_to_one = true;
   t.description = "passes items through after optional per-record work";
   t.check = [](const topology::Stage& s) -> std::string {
     if (s.config_case() != topology::Stage::kTransform

@@ -238,6 +238,10 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
       setup.coordinator = result.coordinator_;
       setup.metrics_interval = interval;
       setup.blocking = s.has_blocking() ? s.blocking() : type->blocking;
+      // One-to-one stages keep no order of their own (each replica sees a
+      // subset); the stage after them restores it.
+      setup.deterministic = spec.runtime().deterministic()
+                            && !type->one_to_one;
       labels.push_back(setup.info.label());
       auto handle = spawn_stage(sys, std::move(setup));
       handles.push_back(handle);

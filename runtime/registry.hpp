@@ -28,6 +28,10 @@ struct stage_type {
   /// Spawn replicas as detached actors (own thread) unless the topology
   /// says otherwise: for stages that block on I/O or long computations.
   bool blocking = false;
+  /// Emits exactly one item per input item with the input's sequence
+  /// number (parse, decode): such stages may have several replicas in
+  /// deterministic mode.
+  bool one_to_one = false;
   /// Checks a stage's configuration; returns an empty string when it is
   /// valid, else a message (without file or line: the loader adds them).
   std::function<std::string(const topology::Stage&)> check;

@@ -1,6 +1,7 @@
 #include "runtime/stage.hpp"
 
 #include <deque>
+#include <map>
 #include <exception>
 #include <stdexcept>
 #include <utility>
@@ -105,6 +106,15 @@ struct stage_state : emitter {
   void stop_inputs() override { stop_requested = true; }
 
   bool stop_requested = false;
+
+  // Deterministic mode with several input edges: items wait here until
+  // every item with a smaller sequence number has been queued, and markers
+  // wait until the items that arrived before them on their edge have.
+  bool reorder = false;
+  uint64_t next_seq = 0;
+  std::map<uint64_t, input_event> waiting;
+  std::vector<uint64_t> arrived, released;
+  std::vector<std::deque<std::pair<uint64_t, input_event>>> held_markers;
 };
 
 using stage_actor = caf::stateful_actor<stage_state>;
@@ -362,6 +372,44 @@ inbound::edge* sender_edge(stage_actor* self) {
     caf::actor_cast<caf::actor_control_block*>(self->current_sender()));
 }
 
+void release_markers(stage_state& st, size_t edge) {
+  auto& q = st.held_markers[edge];
+  while (!q.empty() && st.released[edge] >= q.front().first) {
+    st.inputs.push_back(std::move(q.front().second));
+    q.pop_front();
+  }
+}
+
+// Queues an arrived item or marker for processing; in deterministic mode
+// in sequence order (see stage_state::reorder).
+void arrive(stage_state& st, input_event ev) {
+  if (!st.reorder) {
+    st.inputs.push_back(std::move(ev));
+    return;
+  }
+  auto edge = ev.edge;
+  if (ev.kind != input_event::item) {
+    st.held_markers[edge].emplace_back(st.arrived[edge], std::move(ev));
+    release_markers(st, edge);
+    return;
+  }
+  ++st.arrived[edge];
+  auto seq = ev.value.seq;
+  if (seq < st.next_seq || !st.waiting.emplace(seq, std::move(ev)).second)
+    throw std::runtime_error("deterministic mode: sequence number "
+                             + std::to_string(seq)
+                             + " arrived twice (a producer stage that "
+                               "renumbers items has several replicas?)");
+  for (auto it = st.waiting.begin();
+       it != st.waiting.end() && it->first == st.next_seq;
+       it = st.waiting.erase(it), ++st.next_seq) {
+    auto from = it->second.edge;
+    st.inputs.push_back(std::move(it->second));
+    ++st.released[from];
+    release_markers(st, from);
+  }
+}
+
 // Queues items that arrived from the current sender.
 void enqueue_items(stage_actor* self, batch* items, size_t count) {
   auto& st = self->state;
@@ -373,8 +421,7 @@ void enqueue_items(stage_actor* self, batch* items, size_t count) {
   size_t idx = static_cast<size_t>(e - st.in.edges().data());
   for (size_t i = 0; i < count; ++i) {
     st.in.received(*e);
-    st.inputs.push_back(
-      input_event{input_event::item, idx, std::move(items[i]), 0});
+    arrive(st, input_event{input_event::item, idx, std::move(items[i]), 0});
   }
 }
 
@@ -392,8 +439,7 @@ caf::behavior running(stage_actor* self) {
         auto& st = self->state;
         if (auto* e = sender_edge(self)) {
           size_t idx = static_cast<size_t>(e - st.in.edges().data());
-          st.inputs.push_back(
-            input_event{input_event::epoch_end, idx, batch{}, epoch});
+          arrive(st, input_event{input_event::epoch_end, idx, batch{}, epoch});
         }
       });
     },
@@ -403,8 +449,7 @@ caf::behavior running(stage_actor* self) {
         if (auto* e = sender_edge(self)) {
           e->eos_received = true;
           size_t idx = static_cast<size_t>(e - st.in.edges().data());
-          st.inputs.push_back(
-            input_event{input_event::stream_end, idx, batch{}, 0});
+          arrive(st, input_event{input_event::stream_end, idx, batch{}, 0});
         }
       });
     },
@@ -511,6 +556,10 @@ caf::behavior stage_main(stage_actor* self, stage_setup setup) {
         self->monitor(d.peer);
       }
       st.source = w.upstreams.empty();
+      st.reorder = st.setup.deterministic && w.upstreams.size() > 1;
+      st.arrived.assign(w.upstreams.size(), 0);
+      st.released.assign(w.upstreams.size(), 0);
+      st.held_markers.resize(w.upstreams.size());
       st.stats.is_sink = w.downstreams.empty();
       if (st.setup.coordinator) {
         self->monitor(st.setup.coordinator);

@@ -89,6 +89,10 @@ struct stage_setup {
   std::chrono::milliseconds metrics_interval{500};
   /// Give the replica its own thread (caf::detached).
   bool blocking = false;
+  /// Process items from several inputs in sequence-number order, so that
+  /// results do not depend on replica counts or timing. Only for a stage
+  /// that receives the whole sequence (one replica).
+  bool deterministic = false;
 };
 
 /// Spawns one stage replica. It waits for its (wire_atom, wiring) message,

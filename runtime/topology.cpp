@@ -272,7 +272,26 @@ private:
     return order;
   }
 
+  void check_deterministic() {
+    if (!spec_.runtime().deterministic())
+      return;
+    for (int i = 0; i < spec_.stage_size(); ++i) {
+      auto& s = spec_.stage(i);
+      auto* type = reg_.find(s.type());
+      if (type != nullptr && replicas_of(s) > 1 && !type->one_to_one)
+        error(field_line(i, "replicas"),
+              "stage '" + s.name() + "' (" + s.type()
+                + ") has several replicas, which deterministic mode allows "
+                  "only for one-to-one stages (parse, decode, transform)");
+      if (s.input_size() > 1)
+        error(field_line(i, "input", 1),
+              "stage '" + s.name() + "' takes input from several stages, "
+                                     "which deterministic mode does not allow");
+    }
+  }
+
   void check_runtime() {
+    check_deterministic();
     if (!spec_.has_runtime())
       return;
     auto& rt = spec_.runtime();

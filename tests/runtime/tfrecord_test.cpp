@@ -83,7 +83,7 @@ TEST_CASE("records round-trip, plain and gzip, including empty and large",
   }
 }
 
-TEST_CASE("a closed writer leaves no temporary file; an abandoned one "
+TEST_CASE("a closed writer leaves no temporary file, an abandoned one "
           "leaves no file at all",
           "[tfrecord]") {
   temp_dir dir;
