@@ -310,6 +310,12 @@ private:
       error(line("scheduler"), "runtime.scheduler must be \"stealing\" or "
                                "\"sharing\", got \""
                                  + rt.scheduler() + "\"");
+    if (rt.cpu_budget() < 0)
+      error(line("cpu_budget"), "runtime.cpu_budget must be >= 0");
+    if (rt.ram_budget_bytes() < 0)
+      error(line("ram_budget_bytes"), "runtime.ram_budget_bytes must be >= 0");
+    if (rt.has_autotune_seconds() && !(rt.autotune_seconds() > 0))
+      error(line("autotune_seconds"), "runtime.autotune_seconds must be > 0");
     if (rt.has_metrics_interval_s() && !(rt.metrics_interval_s() > 0))
       error(line("metrics_interval_s"),
             "runtime.metrics_interval_s must be > 0");

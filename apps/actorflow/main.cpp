@@ -20,6 +20,7 @@
 #include "apps/actorflow/inspect.hpp"
 #include "apps/actorflow/progress.hpp"
 #include "apps/actorflow/report.hpp"
+#include "runtime/autotune.hpp"
 #include "runtime/job.hpp"
 #include "runtime/system.hpp"
 #include "runtime/topology.hpp"
@@ -114,6 +115,26 @@ int cmd_run(const run_args& args, const af::registry& reg) {
                name, topo.spec.stage_size(), actors,
                sys.scheduler().num_workers(), opts.scheduler);
 
+  std::vector<std::string> decisions;
+  std::optional<af::loaded_topology> tuned;
+  if (topo.spec.runtime().autotune()) {
+    auto budget = af::autotune_budget_of(topo.spec.runtime());
+    spdlog::info("autotune: measuring the pipeline for {:.1f} s ({} cores, "
+                 "{} MiB of RAM budget)",
+                 budget.seconds, budget.cpus, budget.ram_bytes >> 20);
+    try {
+      auto r = af::autotune(sys, topo, reg, budget);
+      decisions = std::move(r.decisions);
+      tuned = std::move(r.tuned);
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "actorflow: %s\n", ex.what());
+      return exit_failure;
+    }
+    for (auto& d : decisions)
+      spdlog::info("{}", d);
+  }
+  const auto& to_run = tuned ? *tuned : topo;
+
   af::cli::progress_display display{isatty(STDERR_FILENO) == 1,
                                     std::chrono::seconds{args.log_every_s}};
   af::job_options jopts;
@@ -127,7 +148,7 @@ int cmd_run(const run_args& args, const af::registry& reg) {
   install_signal_handlers();
   std::optional<af::job> job;
   try {
-    job = af::job::start(sys, topo, reg, jopts);
+    job = af::job::start(sys, to_run, reg, jopts);
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "actorflow: %s\n", ex.what());
     return exit_failure;
@@ -164,6 +185,8 @@ int cmd_run(const run_args& args, const af::registry& reg) {
   }
   display.finish();
   af::cli::print_summary(stdout, name, *result);
+  for (auto& d : decisions)
+    std::printf("  %s\n", d.c_str());
   std::fflush(stdout);
   if (!result->ok) {
     std::fprintf(stderr, "actorflow: %s\n", result->error.c_str());

@@ -133,6 +133,11 @@ case $case_name in
     run convert images "$tmp/imgs" --out "$tmp/imgs-out"
     expect_rc 0; expect_out "skipped 1 files that are not JPEG images"
     ;;
+  autotune)
+    run run "$data/autotune.pbtxt"; expect_rc 0
+    expect_err "autotune: measuring the pipeline"
+    expect_out "autotune: decode replicas 1 -> 2"
+    ;;
   terminal)
     # On a terminal the progress display is one line rewritten in place.
     command -v script >/dev/null || { echo "SKIP: script(1) not installed"; exit 0; }
