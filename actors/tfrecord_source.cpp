@@ -1,6 +1,7 @@
 #include "actors/tfrecord_source.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <deque>
 #include <memory>
 #include <sstream>
@@ -165,7 +166,14 @@ private:
         break;
       }
       records.add(rec);
-      keys.add(entry.path + "@" + std::to_string(f.reader.record_offset()));
+      // "FILE@OFFSET", built in a reused string: one per record adds up.
+      key_.assign(entry.path);
+      key_ += '@';
+      char digits[24];
+      auto [end, ec] = std::to_chars(digits, digits + sizeof digits,
+                                     f.reader.record_offset());
+      key_.append(digits, end);
+      keys.add(key_);
       index.push_back((static_cast<int64_t>(entry.number) << 32)
                       | static_cast<int64_t>(f.reader.index() - 1));
     }
@@ -197,6 +205,7 @@ private:
   uint64_t epoch_ = 0;
   uint64_t seq_ = 0;
   uint64_t skipped_total_ = 0;
+  std::string key_;
 };
 
 std::string check(const topology::Stage& s) {

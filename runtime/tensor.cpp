@@ -1,5 +1,7 @@
 #include "runtime/tensor.hpp"
 
+#include "runtime/buffer_pool.hpp"
+
 #include <cstring>
 #include <limits>
 #include <new>
@@ -61,15 +63,16 @@ bool dtype_valid(uint8_t raw) noexcept {
   return raw <= static_cast<uint8_t>(dtype::bytes);
 }
 
-buffer::buffer(size_t size)
-  : data_(size == 0 ? nullptr
-                    : static_cast<std::byte*>(
-                      ::operator new[](size, buffer_alignment))),
-    size_(size) {
+buffer::buffer(size_t size) : data_(nullptr), size_(size) {
+  if (size == 0)
+    return;
+  data_ = static_cast<std::byte*>(buffer_pool::take(size));
+  if (data_ == nullptr)
+    data_ = static_cast<std::byte*>(::operator new[](size, buffer_alignment));
 }
 
 buffer::~buffer() {
-  if (data_ != nullptr)
+  if (data_ != nullptr && !buffer_pool::give(data_, size_))
     ::operator delete[](data_, buffer_alignment);
 }
 

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   int threads = 1, epochs = 3, size = 224, channels = 3;
   std::string op = "random_resized_crop", norm = "imagenet";
   bool fast_dct = false;
+  uint64_t seed = 1;
   app.add_option("--files", files, "TFRecord glob")->required();
   app.add_option("--threads", threads)->capture_default_str();
   app.add_option("--epochs", epochs)->capture_default_str();
@@ -36,10 +37,16 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   app.add_option("--norm", norm, "imagenet or fmnist")->capture_default_str();
   app.add_flag("--fast-dct", fast_dct);
+  app.add_option("--seed", seed, "Job seed (as runtime.seed)")
+    ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
+  // Each image with the record index ActorFlow's reader gives it (file
+  // number << 32 | record number), so that both draw the same crops.
   std::vector<std::string> images;
+  std::vector<uint64_t> index;
   tf::Example ex;
+  uint64_t file_number = 0;
   for (auto& path : expand_file_patterns({files})) {
     tfrecord_reader r;
     if (!r.open(path)) {
@@ -48,9 +55,12 @@ int main(int argc, char** argv) {
     }
     std::string rec;
     while (r.next(rec) == read_status::ok)
-      if (ex.ParseFromString(rec))
+      if (ex.ParseFromString(rec)) {
         images.push_back(
           ex.features().feature().at("image").bytes_list().value(0));
+        index.push_back((file_number << 32) | (r.index() - 1));
+      }
+    ++file_number;
   }
   float mean[3], stddev[3];
   if (norm == "imagenet") {
@@ -81,7 +91,7 @@ int main(int argc, char** argv) {
           ++failed;
           continue;
         }
-        record_rng rng{0, i / images.size(), i % images.size()};
+        record_rng rng{seed, i / images.size(), index[i % images.size()]};
         auto box = op == "resize"
                      ? full_image(info.width, info.height)
                      : random_resized_crop(info.width, info.height, rng);

@@ -56,7 +56,8 @@ if [ ! -f "$fm/complete" ]; then
   touch "$fm/complete"
 fi
 rate[fmplain]=$("$bin/input_plain_loop" --files "$fm/train-*.tfrecord" --threads 2 --epochs 2 --size 28 --channels 1 --op resize --norm fmnist | json_field images_per_s)
-rate[fmaf]=$(cd "$root" && actorflow_rate apps/examples/fmnist_input.pbtxt)
+sed -e "s|@FILES@|$fm/train-*.tfrecord|" -e "s|@EPOCHS@|2|" "$here/actorflow_fmnist.pbtxt.in" > "$work/fm.pbtxt"
+rate[fmaf]=$(actorflow_rate "$work/fm.pbtxt")
 
 pct() { python3 -c "print(f'{100*$1/$2:.0f}%')"; }
 echo "| pipeline | threads / workers | images/s | vs plain loop, same threads |"
@@ -74,4 +75,4 @@ echo
 echo "| Fashion-MNIST JPEG records to batches | threads | images/s | vs plain loop |"
 echo "|---|---|---|---|"
 echo "| plain C++ loop | 2 | ${rate[fmplain]} | 100% |"
-echo "| ActorFlow apps/examples/fmnist_input.pbtxt (shuffle, parse, decode x2, batch) | 2 | ${rate[fmaf]} | $(pct ${rate[fmaf]} ${rate[fmplain]}) |"
+echo "| ActorFlow read, parse, decode x2, batch (actorflow_fmnist.pbtxt.in) | 2 | ${rate[fmaf]} | $(pct ${rate[fmaf]} ${rate[fmplain]}) |"

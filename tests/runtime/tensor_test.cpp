@@ -9,6 +9,7 @@
 #include <caf/binary_serializer.hpp>
 
 #include "runtime/batch.hpp"
+#include "runtime/buffer_pool.hpp"
 #include "tests/support/harness.hpp"
 
 using namespace af;
@@ -46,6 +47,34 @@ TEST_CASE("tensor sizes follow dtype and shape", "[tensor]") {
   CHECK_THROWS_AS(tensor::allocate(dtype::f32, {-1}), std::invalid_argument);
   CHECK_THROWS_AS(tensor::allocate(dtype::f64, {1LL << 40, 1LL << 40}),
                   std::invalid_argument);
+}
+
+TEST_CASE("large buffers are recycled up to the pool's limit",
+          "[tensor]") {
+  auto old = buffer_pool::limit();
+  buffer_pool::set_limit(8u << 20);
+  const void* first;
+  {
+    auto a = tensor::allocate(dtype::f32, {1 << 20});  // 4 MiB
+    first = a.data();
+  }
+  CHECK(buffer_pool::pooled_bytes() == 4u << 20);
+  {
+    auto b = tensor::allocate(dtype::u8, {4 << 20});  // same size, reused
+    CHECK(b.data() == first);
+    CHECK(buffer_pool::pooled_bytes() == 0);
+    auto c = tensor::allocate(dtype::u8, {4 << 20});
+    auto d = tensor::allocate(dtype::u8, {4 << 20});
+  }
+  // Three 4 MiB buffers came back; only two fit the 8 MiB limit.
+  CHECK(buffer_pool::pooled_bytes() == 8u << 20);
+  {
+    auto small = tensor::allocate(dtype::u8, {1000});
+  }
+  CHECK(buffer_pool::pooled_bytes() == 8u << 20);
+  buffer_pool::set_limit(0);
+  CHECK(buffer_pool::pooled_bytes() == 0);
+  buffer_pool::set_limit(old);
 }
 
 TEST_CASE("a shared tensor is read-only", "[tensor]") {
