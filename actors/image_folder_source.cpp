@@ -63,6 +63,22 @@ public:
     return epoch_ < static_cast<uint64_t>(epochs_);
   }
 
+  std::string snapshot() const override {
+    return "image_folder1 " + std::to_string(epoch_) + " "
+           + std::to_string(next_) + " " + std::to_string(seq_);
+  }
+
+  void restore(const std::string& state) override {
+    std::istringstream in{state};
+    std::string tag;
+    size_t next = 0;
+    in >> tag >> epoch_ >> next >> seq_;
+    if (!in || tag != "image_folder1" || next > mine_.size())
+      throw std::invalid_argument("not an image_folder_source snapshot: "
+                                  + state);
+    next_ = next;
+  }
+
 private:
   struct entry {
     image_folder::entry file;
