@@ -75,7 +75,12 @@ public:
     auto* keys = item.find("key");
     // Output buffers, one per feature.
     std::vector<tensor> fixed(specs_.size());
-    std::vector<bytes_builder> strings(specs_.size());
+    // The serialized records bound the strings they hold.
+    std::vector<bytes_builder> strings;
+    for (size_t k = 0; k < specs_.size(); ++k)
+      strings.emplace_back(specs_[k].type == feature_type::bytes
+                             ? records.byte_size()
+                             : 0);
     for (size_t k = 0; k < specs_.size(); ++k) {
       auto& spec = specs_[k];
       auto shape = spec.shape;

@@ -144,8 +144,10 @@ private:
   // the file had nothing left.
   bool read_item(open_file_state& f, emitter& out) {
     auto& entry = files_[f.file];
-    bytes_builder records;
-    bytes_builder keys;
+    // Sized from the previous item, so the builders rarely grow.
+    bytes_builder records{last_item_bytes_};
+    bytes_builder keys{static_cast<size_t>(cfg_.records_per_item)
+                       * (entry.path.size() + 24)};
     std::vector<int64_t> index;
     std::string rec;
     while (static_cast<int64_t>(index.size()) < cfg_.records_per_item) {
@@ -186,6 +188,7 @@ private:
     batch b;
     b.seq = seq_++;
     b.epoch = epoch_;
+    last_item_bytes_ = records.data_bytes() + records.data_bytes() / 8;
     b.set("record", records.finish());
     b.set("key", keys.finish());
     auto idx = tensor::allocate(dtype::i64,
@@ -206,6 +209,7 @@ private:
   uint64_t seq_ = 0;
   uint64_t skipped_total_ = 0;
   std::string key_;
+  size_t last_item_bytes_ = 0;
 };
 
 std::string check(const topology::Stage& s) {

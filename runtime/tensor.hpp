@@ -136,6 +136,8 @@ public:
   void add(std::string_view s);
   void add(const void* data, size_t n);
   size_t size() const noexcept { return offsets_.size() - 1; }
+  /// Bytes of string data added so far.
+  size_t data_bytes() const noexcept { return data_.size(); }
   /// A tensor of shape {size()}; the builder is empty afterwards.
   tensor finish();
 
