@@ -181,7 +181,9 @@ private:
     std::vector<int64_t> ints;
   };
 
-  static bool read_view(pbio::CodedInputStream& in, std::string_view whole,
+  // A length-delimited field's bytes as a view into `whole` (the buffer
+  // `in` reads), skipping past them.
+  static bool take_view(pbio::CodedInputStream& in, std::string_view whole,
                         std::string_view& out) {
     uint32_t len = 0;
     if (!in.ReadVarint32(&len))
@@ -193,28 +195,24 @@ private:
     return true;
   }
 
-  bool read_feature(std::string_view data, const feature_spec& spec,
-                    found_feature& f) {
-    pbio::CodedInputStream in{reinterpret_cast<const uint8_t*>(data.data()),
-                              static_cast<int>(data.size())};
+  // Reads one Feature (its limit pushed on `in`) of the declared kind.
+  static bool read_feature(pbio::CodedInputStream& in, std::string_view rec,
+                           const feature_spec& spec, found_feature& f) {
     uint32_t want = spec.type == feature_type::bytes    ? 1
                     : spec.type == feature_type::floats ? 2
                                                         : 3;
     bool got_list = false;
     while (uint32_t tag = in.ReadTag()) {
-      std::string_view list;
+      uint32_t len = 0;
       if ((tag >> 3) != want || (tag & 7) != 2 || got_list
-          || !read_view(in, data, list))
+          || !in.ReadVarint32(&len))
         return false;
       got_list = true;
-      pbio::CodedInputStream li{reinterpret_cast<const uint8_t*>(list.data()),
-                                static_cast<int>(list.size())};
-      while (uint32_t t = li.ReadTag()) {
-        if ((t >> 3) != 1 || (t & 7) != 2)
-          return false;  // unpacked numbers and the like: full parser
+      auto list = in.PushLimit(static_cast<int>(len));
+      while (uint32_t t = in.ReadTag()) {
         std::string_view v;
-        if (!read_view(li, list, v))
-          return false;
+        if (t != ((1u << 3) | 2) || !take_view(in, rec, v))
+          return false;  // unpacked numbers and the like: full parser
         if (spec.type == feature_type::bytes) {
           f.bytes.push_back(v);
         } else if (spec.type == feature_type::floats) {
@@ -232,10 +230,15 @@ private:
           }
         }
       }
+      if (in.BytesUntilLimit() != 0)
+        return false;
+      in.PopLimit(list);
     }
-    return got_list;
+    return got_list && in.BytesUntilLimit() == 0;
   }
 
+  // One CodedInputStream walks the record; nested messages are limits on
+  // it, not streams of their own.
   bool fast_extract(std::string_view rec) {
     for (auto& f : found_) {
       f.seen = false;
@@ -243,39 +246,50 @@ private:
       f.packed = {};
       f.ints.clear();
     }
+    constexpr uint32_t field1 = (1u << 3) | 2, field2 = (2u << 3) | 2;
     pbio::CodedInputStream in{reinterpret_cast<const uint8_t*>(rec.data()),
                               static_cast<int>(rec.size())};
     bool got_features = false;
     while (uint32_t tag = in.ReadTag()) {
-      std::string_view features;
-      if (tag != ((1u << 3) | 2) || got_features
-          || !read_view(in, rec, features))
+      uint32_t len = 0;
+      if (tag != field1 || got_features || !in.ReadVarint32(&len))
         return false;
       got_features = true;
-      pbio::CodedInputStream fi{
-        reinterpret_cast<const uint8_t*>(features.data()),
-        static_cast<int>(features.size())};
-      while (uint32_t t = fi.ReadTag()) {
-        std::string_view entry;
-        if (t != ((1u << 3) | 2) || !read_view(fi, features, entry))
+      auto features = in.PushLimit(static_cast<int>(len));
+      while (uint32_t t = in.ReadTag()) {
+        uint32_t entry_len = 0;
+        if (t != field1 || !in.ReadVarint32(&entry_len))
           return false;
+        auto entry = in.PushLimit(static_cast<int>(entry_len));
         // Map entry: key (1) then value (2); anything else goes the long way.
-        pbio::CodedInputStream ei{
-          reinterpret_cast<const uint8_t*>(entry.data()),
-          static_cast<int>(entry.size())};
-        std::string_view key, value;
-        if (ei.ReadTag() != ((1u << 3) | 2) || !read_view(ei, entry, key)
-            || ei.ReadTag() != ((2u << 3) | 2)
-            || !read_view(ei, entry, value) || ei.ReadTag() != 0)
+        std::string_view key;
+        uint32_t value_len = 0;
+        if (in.ReadTag() != field1 || !take_view(in, rec, key)
+            || in.ReadTag() != field2 || !in.ReadVarint32(&value_len))
           return false;
-        for (size_t k = 0; k < specs_.size(); ++k)
-          if (specs_[k].name == key) {
-            if (found_[k].seen || !read_feature(value, specs_[k], found_[k]))
-              return false;
-            found_[k].seen = true;
-          }
+        size_t k = 0;
+        while (k < specs_.size() && specs_[k].name != key)
+          ++k;
+        if (k == specs_.size()) {
+          if (!in.Skip(static_cast<int>(value_len)))
+            return false;
+        } else {
+          auto value = in.PushLimit(static_cast<int>(value_len));
+          if (found_[k].seen || !read_feature(in, rec, specs_[k], found_[k]))
+            return false;
+          in.PopLimit(value);
+          found_[k].seen = true;
+        }
+        if (in.ReadTag() != 0 || in.BytesUntilLimit() != 0)
+          return false;
+        in.PopLimit(entry);
       }
+      if (in.BytesUntilLimit() != 0)
+        return false;
+      in.PopLimit(features);
     }
+    if (in.CurrentPosition() != static_cast<int>(rec.size()))
+      return false;
     for (size_t k = 0; k < specs_.size(); ++k) {
       auto& f = found_[k];
       int64_t count = specs_[k].type == feature_type::bytes

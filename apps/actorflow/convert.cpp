@@ -14,6 +14,9 @@
 
 #include "apps/actorflow/progress.hpp"
 #include "apps/actorflow/shard_writer.hpp"
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include "proto/example.pb.h"
 #include "runtime/csv_reader.hpp"
 #include "runtime/files.hpp"
@@ -89,6 +92,17 @@ void set_bytes(tf::Example& ex, const std::string& name, std::string v) {
   (*ex.mutable_features()->mutable_feature())[name]
     .mutable_bytes_list()
     ->add_value(std::move(v));
+}
+
+// Serializes with map entries sorted by key: protobuf's default order
+// varies from process to process, and converting the same data twice should
+// give the same bytes.
+void serialize(const tf::Example& ex, std::string& out) {
+  out.clear();
+  google::protobuf::io::StringOutputStream stream{&out};
+  google::protobuf::io::CodedOutputStream coded{&stream};
+  coded.SetSerializationDeterministic(true);
+  ex.SerializeToCodedStream(&coded);
 }
 
 tfrecord::compression compression_of(const output_options& o) {
@@ -172,7 +186,7 @@ int convert_idx(const idx_args& a) {
       set_int64(ex, "height", height);
       set_int64(ex, "width", width);
       set_int64(ex, "channels", channels);
-      ex.SerializeToString(&serialized);
+      serialize(ex, serialized);
       out.write(done, serialized);
       progress.update(done + 1);
     }
@@ -223,7 +237,7 @@ int convert_images(const images_args& a) {
     set_bytes(ex, "class", classes[static_cast<size_t>(f.label)]);
     set_int64(ex, "height", jinfo.height);
     set_int64(ex, "width", jinfo.width);
-    ex.SerializeToString(&serialized);
+    serialize(ex, serialized);
     out.write(written++, serialized);
     progress.update(i + 1);
   }
@@ -349,7 +363,7 @@ int convert_csv(const csv_args& a) {
           continue;
         }
         if (pass == 1) {
-          ex.SerializeToString(&serialized);
+          serialize(ex, serialized);
           out->write(written, serialized);
           progress->update(written + 1);
         }

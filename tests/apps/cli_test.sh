@@ -116,9 +116,14 @@ case $case_name in
     run inspect "$tmp/t10k-00001-of-00003.tfrecord" --show 1
     expect_rc 0; expect_out "3333 records"; expect_out "CRC check: every record is intact"
     expect_out "image            bytes"
+    # Converting again gives the same bytes.
+    run convert idx --images "$fm" --labels "$labels" --out "$tmp/again" --shards 3
+    cmp -s "$tmp/t10k-00001-of-00003.tfrecord" "$tmp/again-00001-of-00003.tfrecord" \
+      || fail "two conversions of the same data differ"
     # A flipped byte makes inspect fail and name the offset.
     cp "$tmp/t10k-00000-of-00003.tfrecord" "$tmp/bad.tfrecord"
-    printf '\x00' | dd of="$tmp/bad.tfrecord" bs=1 seek=100 conv=notrunc 2>/dev/null
+    byte=$(od -An -tu1 -j100 -N1 "$tmp/bad.tfrecord" | tr -d ' ')
+    printf "\\$(printf %03o $((byte ^ 255)))" | dd of="$tmp/bad.tfrecord" bs=1 seek=100 conv=notrunc 2>/dev/null
     run inspect "$tmp/bad.tfrecord"; expect_rc 1; expect_err "bad.tfrecord: offset 0: corrupt record data"
     printf 'a,b,c\n1,x,0.5\n2,"y, z",1.5\n' > "$tmp/t.csv"
     run convert csv "$tmp/t.csv" --column a:int64 --column b:string --column c:float --out "$tmp/csv"
