@@ -1,5 +1,6 @@
 #include "actors/cache.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +45,7 @@ public:
     } else {
       spill(item);
     }
+    seq_ = std::max(seq_, item.seq + 1);
     out.push(std::move(item));
   }
 
@@ -64,6 +66,7 @@ public:
       return epoch_ < static_cast<uint64_t>(epochs_);
     }
     b.epoch = epoch_;
+    b.seq = seq_++;
     out.push(std::move(b));
     return true;
   }
@@ -135,6 +138,9 @@ private:
   std::vector<char> buf_;
   uint64_t epoch_ = 0;
   size_t next_ = 0;
+  // Replayed items continue the first pass's sequence numbers, so that they
+  // stay unique (deterministic mode reorders by them).
+  uint64_t seq_ = 0;
 };
 
 } // namespace

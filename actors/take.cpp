@@ -17,6 +17,8 @@ batch slice(const batch& b, int64_t from, int64_t to) {
   return out;
 }
 
+// Both stages number what they pass on 0, 1, 2, ... so that sequence
+// numbers stay dense for deterministic mode although items are dropped.
 class take_records : public stage_logic {
 public:
   explicit take_records(int64_t count) : left_(count) {}
@@ -27,17 +29,19 @@ public:
     auto n = item.records();
     if (n <= left_) {
       left_ -= n;
-      out.push(std::move(item));
     } else {
-      out.push(slice(item, 0, left_));
+      item = slice(item, 0, left_);
       left_ = 0;
     }
+    item.seq = seq_++;
+    out.push(std::move(item));
     if (left_ == 0)
       out.stop_inputs();
   }
 
 private:
   int64_t left_;
+  uint64_t seq_ = 0;
 };
 
 class skip_records : public stage_logic {
@@ -51,16 +55,16 @@ public:
       return;
     }
     if (left_ > 0) {
-      auto from = left_;
+      item = slice(item, left_, n);
       left_ = 0;
-      out.push(slice(item, from, n));
-      return;
     }
+    item.seq = seq_++;
     out.push(std::move(item));
   }
 
 private:
   int64_t left_;
+  uint64_t seq_ = 0;
 };
 
 stage_type make_type(const char* name, bool take) {
