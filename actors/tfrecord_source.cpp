@@ -58,23 +58,31 @@ public:
                    all.size(), info.replicas);
   }
 
+  // Items are filled across file boundaries, so that every item of an
+  // epoch but the last holds records_per_item records: a batcher downstream
+  // then forwards whole items instead of copying records between them.
+  // produce() never returns with a partly filled item, so a snapshot taken
+  // between calls has nothing pending.
   bool produce(emitter& out) override {
     while (epoch_ < static_cast<uint64_t>(cfg_.epochs)) {
       refill_open_files();
       if (open_.empty()) {
+        bool pushed = push_item(out);
         out.end_epoch(epoch_);
         ++epoch_;
         next_file_ = 0;
+        if (pushed)
+          return epoch_ < static_cast<uint64_t>(cfg_.epochs);
         continue;
       }
-      auto& f = *open_[turn_ % open_.size()];
-      if (read_item(f, out)) {
+      auto slot = turn_ % open_.size();
+      if (!read_records(*open_[slot]))
+        open_.erase(open_.begin() + static_cast<long>(slot));
+      if (static_cast<int64_t>(index_.size()) == cfg_.records_per_item) {
         ++turn_;
+        push_item(out);
         return true;
       }
-      // The file is done: drop it and try the next one.
-      open_.erase(open_.begin()
-                  + static_cast<long>(turn_ % open_.size()));
     }
     return false;
   }
@@ -140,20 +148,25 @@ private:
       open_.push_back(open_file(next_file_++));
   }
 
-  // Reads up to records_per_item records of `f` into one item; false when
-  // the file had nothing left.
-  bool read_item(open_file_state& f, emitter& out) {
+  // Adds records of `f` to the item being filled until it is full; false
+  // when the file has nothing left.
+  bool read_records(open_file_state& f) {
     auto& entry = files_[f.file];
-    // Sized from the previous item, so the builders rarely grow.
-    bytes_builder records{last_item_bytes_};
-    bytes_builder keys{static_cast<size_t>(cfg_.records_per_item)
-                       * (entry.path.size() + 24)};
-    std::vector<int64_t> index;
-    std::string rec;
-    while (static_cast<int64_t>(index.size()) < cfg_.records_per_item) {
-      auto st = f.reader.next(rec);
-      if (st == read_status::end)
-        break;
+    if (index_.empty()) {
+      // Sized from the previous item, so the builders rarely grow.
+      records_ = bytes_builder{last_item_bytes_};
+      keys_ = bytes_builder{static_cast<size_t>(cfg_.records_per_item)
+                            * (entry.path.size() + 24)};
+    }
+    while (static_cast<int64_t>(index_.size()) < cfg_.records_per_item) {
+      std::string_view rec;
+      auto st = f.reader.next_view(rec);
+      if (st == read_status::end) {
+        if (f.skipped > 0)
+          spdlog::warn("{}: {}: {} corrupt records skipped", label_,
+                       entry.path, f.skipped);
+        return false;
+      }
       if (st != read_status::ok) {
         if (!cfg_.skip_corrupt)
           throw std::runtime_error(f.reader.error());
@@ -165,9 +178,9 @@ private:
           continue;
         spdlog::warn("{}: {}: the rest of the file is skipped", label_,
                      entry.path);
-        break;
+        return false;
       }
-      records.add(rec);
+      records_.add(rec);
       // "FILE@OFFSET", built in a reused string: one per record adds up.
       key_.assign(entry.path);
       key_ += '@';
@@ -175,26 +188,28 @@ private:
       auto [end, ec] = std::to_chars(digits, digits + sizeof digits,
                                      f.reader.record_offset());
       key_.append(digits, end);
-      keys.add(key_);
-      index.push_back((static_cast<int64_t>(entry.number) << 32)
-                      | static_cast<int64_t>(f.reader.index() - 1));
+      keys_.add(key_);
+      index_.push_back((static_cast<int64_t>(entry.number) << 32)
+                       | static_cast<int64_t>(f.reader.index() - 1));
     }
-    if (index.empty()) {
-      if (f.skipped > 0)
-        spdlog::warn("{}: {}: {} corrupt records skipped", label_, entry.path,
-                     f.skipped);
+    return true;
+  }
+
+  // Pushes the item being filled, if it holds any record.
+  bool push_item(emitter& out) {
+    if (index_.empty())
       return false;
-    }
     batch b;
     b.seq = seq_++;
     b.epoch = epoch_;
-    last_item_bytes_ = records.data_bytes() + records.data_bytes() / 8;
-    b.set("record", records.finish());
-    b.set("key", keys.finish());
+    last_item_bytes_ = records_.data_bytes() + records_.data_bytes() / 8;
+    b.set("record", records_.finish());
+    b.set("key", keys_.finish());
     auto idx = tensor::allocate(dtype::i64,
-                                {static_cast<int64_t>(index.size())});
-    std::copy(index.begin(), index.end(), idx.mutable_data_as<int64_t>());
+                                {static_cast<int64_t>(index_.size())});
+    std::copy(index_.begin(), index_.end(), idx.mutable_data_as<int64_t>());
     b.set("index", std::move(idx));
+    index_.clear();
     out.push(std::move(b));
     return true;
   }
@@ -210,6 +225,9 @@ private:
   uint64_t skipped_total_ = 0;
   std::string key_;
   size_t last_item_bytes_ = 0;
+  // The item being filled.
+  bytes_builder records_, keys_;
+  std::vector<int64_t> index_;
 };
 
 std::string check(const topology::Stage& s) {

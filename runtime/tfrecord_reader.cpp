@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <zlib.h>
@@ -61,15 +62,20 @@ uint32_t load_u32(const unsigned char* p) {
 
 } // namespace
 
+// Plain files are mapped into memory: records are read where they lie,
+// with no read() copies, and handed out as views (next_view). GZIP files go
+// through zlib into `buf`.
 struct tfrecord_reader::impl {
-  std::FILE* plain = nullptr;
-  gzFile gz = nullptr;
+  bool plain = false;
+  const char* map = nullptr;
   uint64_t file_size = 0;  // plain files only
+  gzFile gz = nullptr;
   bool read_failed = false;
+  std::string buf;
 
   ~impl() {
-    if (plain != nullptr)
-      std::fclose(plain);
+    if (map != nullptr)
+      ::munmap(const_cast<char*>(map), file_size);
     if (gz != nullptr)
       gzclose(gz);
   }
@@ -119,19 +125,31 @@ bool tfrecord_reader::open(const std::string& path,
     }
     gzbuffer(impl_->gz, 256 * 1024);
   } else {
-    impl_->plain = f;
+    impl_->plain = true;
     impl_->file_size = static_cast<uint64_t>(info.st_size);
-    std::setvbuf(f, nullptr, _IOFBF, 256 * 1024);
+    if (impl_->file_size > 0) {
+      void* m = ::mmap(nullptr, impl_->file_size, PROT_READ, MAP_PRIVATE,
+                       fileno(f), 0);
+      if (m == MAP_FAILED) {
+        error_ = path + ": cannot map: " + std::strerror(errno);
+        std::fclose(f);
+        return false;
+      }
+      ::madvise(m, impl_->file_size, MADV_SEQUENTIAL);
+      impl_->map = static_cast<const char*>(m);
+    }
+    std::fclose(f);  // the mapping stays valid
   }
   return true;
 }
 
 size_t tfrecord_reader::read_bytes(void* dst, size_t n) {
-  if (impl_->plain != nullptr) {
-    // One reader per FILE: the stream needs no lock.
-    auto got = ::fread_unlocked(dst, 1, n, impl_->plain);
-    if (got < n && std::ferror(impl_->plain))
-      impl_->read_failed = true;
+  if (impl_->plain) {
+    auto got = static_cast<size_t>(
+      std::min<uint64_t>(n, impl_->file_size - std::min(offset_,
+                                                        impl_->file_size)));
+    if (got > 0)
+      std::memcpy(dst, impl_->map + offset_, got);
     offset_ += got;
     return got;
   }
@@ -161,7 +179,15 @@ read_status tfrecord_reader::fail(read_status s, uint64_t at,
 }
 
 read_status tfrecord_reader::next(std::string& out) {
-  if (!impl_ || (impl_->plain == nullptr && impl_->gz == nullptr))
+  std::string_view view;
+  auto st = next_view(view);
+  out.assign(view);
+  return st;
+}
+
+read_status tfrecord_reader::next_view(std::string_view& out) {
+  out = {};
+  if (!impl_ || (!impl_->plain && impl_->gz == nullptr))
     return fail(read_status::io_error, offset_, "not open");
   record_offset_ = offset_;
   unsigned char header[tfrecord::header_bytes];
@@ -190,28 +216,36 @@ read_status tfrecord_reader::next(std::string& out) {
                 "record declares " + std::to_string(length)
                   + " bytes, more than the limit of "
                   + std::to_string(opts_.max_record_bytes));
-  if (impl_->plain != nullptr
+  if (impl_->plain
       && length + tfrecord::footer_bytes > impl_->file_size - offset_)
     return fail(read_status::truncated, record_offset_,
                 "file ends inside a record: it declares "
                   + std::to_string(length) + " bytes but only "
                   + std::to_string(impl_->file_size - offset_)
                   + " bytes are left in the file");
-  out.clear();
-  while (out.size() < length) {
-    auto have = out.size();
-    auto want = static_cast<size_t>(
-      std::min<uint64_t>(length - have, read_chunk));
-    out.resize(have + want);
-    auto n = read_bytes(out.data() + have, want);
-    if (n < want) {
-      out.resize(have + n);
-      if (impl_->read_failed)
-        return fail(read_status::io_error, record_offset_, gzip_error());
-      return fail(read_status::truncated, record_offset_,
-                  "file ends inside a record (" + std::to_string(out.size())
-                    + " of " + std::to_string(length) + " data bytes)");
+  if (impl_->plain) {
+    // In the mapping; the length was checked against the file above.
+    out = std::string_view{impl_->map + offset_, static_cast<size_t>(length)};
+    offset_ += length;
+  } else {
+    auto& buf = impl_->buf;
+    buf.clear();
+    while (buf.size() < length) {
+      auto have = buf.size();
+      auto want = static_cast<size_t>(
+        std::min<uint64_t>(length - have, read_chunk));
+      buf.resize(have + want);
+      auto n = read_bytes(buf.data() + have, want);
+      if (n < want) {
+        buf.resize(have + n);
+        if (impl_->read_failed)
+          return fail(read_status::io_error, record_offset_, gzip_error());
+        return fail(read_status::truncated, record_offset_,
+                    "file ends inside a record (" + std::to_string(buf.size())
+                      + " of " + std::to_string(length) + " data bytes)");
+      }
     }
+    out = buf;
   }
   unsigned char footer[tfrecord::footer_bytes];
   if (read_bytes(footer, sizeof footer) < sizeof footer) {
@@ -232,9 +266,8 @@ read_status tfrecord_reader::next(std::string& out) {
 bool tfrecord_reader::seek(uint64_t offset, uint64_t index) {
   if (!impl_)
     return false;
-  bool ok = impl_->plain != nullptr
-              ? std::fseek(impl_->plain, static_cast<long>(offset), SEEK_SET)
-                  == 0
+  bool ok = impl_->plain
+              ? offset <= impl_->file_size
               : gzseek(impl_->gz, static_cast<z_off_t>(offset), SEEK_SET)
                   == static_cast<z_off_t>(offset);
   if (!ok) {

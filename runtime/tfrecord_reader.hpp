@@ -9,6 +9,10 @@
 //     if (st != read_status::ok) ... r.error() says what and where
 //   }
 //
+// Plain files are memory-mapped (records are read where they lie); a plain
+// file must not be truncated in place while a reader has it open (replacing
+// it by rename is fine). GZIP files are read through zlib.
+//
 // Errors name the file and the byte offset of the record. A corrupt data
 // CRC leaves the reader positioned on the next record (the caller may skip
 // and go on); a corrupt length, a truncated record or an absurd length end
@@ -21,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "runtime/tfrecord.hpp"
 
@@ -60,6 +65,9 @@ public:
   bool open(const std::string& path, const tfrecord_read_options& opts = {});
   /// Reads the next record into `out` (replacing its content).
   read_status next(std::string& out);
+  /// The next record as a view, valid until the next call (no copy for
+  /// plain files, which are memory-mapped).
+  read_status next_view(std::string_view& out);
   /// Positions the reader at `offset` (a record boundary from offset(), in
   /// uncompressed bytes) and record number `index`, for restarts.
   bool seek(uint64_t offset, uint64_t index);
