@@ -5,7 +5,9 @@
 // touch, which cost an image pipeline more than a tenth of its CPU in
 // bench/input_pipeline. Buffers of at least `min_pooled_bytes` are
 // therefore kept after use, up to a limit, and handed out again for the
-// next tensor of the same size: their pages stay mapped. (A Fashion-MNIST
+// next tensor of the same size: their pages stay mapped. Only fixed-shape
+// tensors (tensor::allocate) use the pool; byte strings come in sizes that
+// rarely recur. (A Fashion-MNIST
 // batch of 64 float images is 200 KB, so the pool starts at 128 KiB.)
 #pragma once
 

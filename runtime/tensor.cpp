@@ -63,16 +63,18 @@ bool dtype_valid(uint8_t raw) noexcept {
   return raw <= static_cast<uint8_t>(dtype::bytes);
 }
 
-buffer::buffer(size_t size) : data_(nullptr), size_(size) {
+buffer::buffer(size_t size, bool recycle)
+  : data_(nullptr), size_(size), recycle_(recycle) {
   if (size == 0)
     return;
-  data_ = static_cast<std::byte*>(buffer_pool::take(size));
+  if (recycle_)
+    data_ = static_cast<std::byte*>(buffer_pool::take(size));
   if (data_ == nullptr)
     data_ = static_cast<std::byte*>(::operator new[](size, buffer_alignment));
 }
 
 buffer::~buffer() {
-  if (data_ != nullptr && !buffer_pool::give(data_, size_))
+  if (data_ != nullptr && !(recycle_ && buffer_pool::give(data_, size_)))
     ::operator delete[](data_, buffer_alignment);
 }
 
@@ -172,7 +174,7 @@ tensor tensor::allocate(dtype t, shape_type shape) {
   if (!byte_size_of(t, shape, n))
     throw std::invalid_argument("tensor shape has a negative or overflowing "
                                 "dimension");
-  return tensor{t, std::move(shape), std::make_shared<buffer>(n)};
+  return tensor{t, std::move(shape), std::make_shared<buffer>(n, true)};
 }
 
 tensor::tensor(dtype t, shape_type shape, std::shared_ptr<const buffer> buf)

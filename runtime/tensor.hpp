@@ -46,7 +46,11 @@ bool dtype_valid(uint8_t raw) noexcept;
 /// A 64-byte aligned, fixed-size block of bytes.
 class buffer {
 public:
-  explicit buffer(size_t size);
+  /// `recycle`: take the block from, and return it to, the buffer pool
+  /// (runtime/buffer_pool.hpp). Only for sizes that recur (fixed-shape
+  /// tensors); blocks of one-off sizes would fill the pool with memory that
+  /// is never reused.
+  explicit buffer(size_t size, bool recycle = false);
   ~buffer();
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
@@ -58,6 +62,7 @@ public:
 private:
   std::byte* data_;
   size_t size_;
+  bool recycle_;
 };
 
 class tensor {
