@@ -73,6 +73,11 @@ public:
     return false;
   }
 
+  void finish(emitter&) override {
+    if (skipped_ > 0)
+      spdlog::warn("{}: {} bad rows skipped", label_, skipped_);
+  }
+
   // Snapshot: epoch, next file, the open file and the rows read from it
   // (restore re-reads and drops them: CSV rows have no fixed offsets once
   // quotes may hold newlines).

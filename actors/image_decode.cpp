@@ -146,7 +146,11 @@ public:
     out.push(std::move(result));
   }
 
-  uint64_t skipped() const noexcept { return skipped_; }
+  void finish(emitter&) override {
+    if (skipped_ > 0)
+      spdlog::warn("{}: {} images could not be decoded and were skipped",
+                   label_, skipped_);
+  }
 
 private:
   bool decode_one(std::string_view data, uint64_t record_index,

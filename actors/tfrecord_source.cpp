@@ -87,6 +87,12 @@ public:
     return false;
   }
 
+  void finish(emitter&) override {
+    if (skipped_total_ > 0)
+      spdlog::warn("{}: {} corrupt records skipped in all", label_,
+                   skipped_total_);
+  }
+
   // Snapshot: epoch, next file, then per open file: index, offset, record.
   std::string snapshot() const override {
     std::ostringstream s;

@@ -125,6 +125,11 @@ case $case_name in
     byte=$(od -An -tu1 -j100 -N1 "$tmp/bad.tfrecord" | tr -d ' ')
     printf "\\$(printf %03o $((byte ^ 255)))" | dd of="$tmp/bad.tfrecord" bs=1 seek=100 conv=notrunc 2>/dev/null
     run inspect "$tmp/bad.tfrecord"; expect_rc 1; expect_err "bad.tfrecord: offset 0: corrupt record data"
+    # With on_corrupt: skip, the job goes on and reports what it skipped.
+    printf 'stage { name: "r" type: "tfrecord_source" tfrecord_source { files: "%s" on_corrupt: "skip" } }\nstage { name: "s" type: "sink" input { stage: "r" } }\n' "$tmp/bad.tfrecord" > "$tmp/skip.pbtxt"
+    run run "$tmp/skip.pbtxt" --no-progress; expect_rc 0
+    expect_out "delivered: 3332 records"
+    expect_err "1 corrupt records skipped in all"
     printf 'a,b,c\n1,x,0.5\n2,"y, z",1.5\n' > "$tmp/t.csv"
     run convert csv "$tmp/t.csv" --column a:int64 --column b:string --column c:float --out "$tmp/csv"
     expect_rc 0; expect_out "wrote 2 records to 1 files"
