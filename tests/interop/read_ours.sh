@@ -5,8 +5,9 @@
 set -eu
 bin=$1
 here=$(cd "$(dirname "$0")" && pwd)
-if ! python3 -c 'import tensorflow' >/dev/null 2>&1; then
-  echo "SKIP: tensorflow cannot be imported by python3 (scripts/setup installs tensorflow-cpu)"
+py() { bash "$here/python.sh" "$@"; }
+if py -c 'import tensorflow' | grep -q '^SKIP:'; then
+  py -c ''
   exit 0
 fi
 images=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 't10k-images') || true
@@ -22,5 +23,5 @@ trap 'rm -rf "$tmp"' EXIT
 printf 'id,name,score\n1,a,0.5\n2,"b, c",-1e-3\n3,,nan\n' > "$tmp/t.csv"
 "$bin" convert csv "$tmp/t.csv" --column id:int64 --column name:string --column score:float --out "$tmp/csv" >/dev/null
 for f in "$tmp/jpeg-00001-of-00002.tfrecord" "$tmp/raw-00000-of-00001.tfrecord" "$tmp/csv-00000-of-00001.tfrecord"; do
-  python3 "$here/tf_interop.py" --actorflow "$bin" --case read_ours --file "$f"
+  py "$here/tf_interop.py" --actorflow "$bin" --case read_ours --file "$f"
 done
