@@ -1,0 +1,1 @@
+# Placeholder: the CUDA device is not wired in yet.

@@ -1,0 +1,178 @@
+// The parameter-server protocol: every message between trainers (workers),
+// the evaluator and the parameter-server shards, and how variables are
+// partitioned over the shards. docs/training.md explains the consistency
+// model; this header is its vocabulary.
+//
+//   worker -> shard  (ps_register_atom, worker)  -> (version)
+//       the shard counts the worker in its clocks and monitors the sender;
+//       a worker that goes down is dropped as if it had said done.
+//   worker -> shard  (ps_pull_atom, ps_pull)     -> ps_params
+//       answered once the staleness bound allows (see below).
+//   worker -> shard  (ps_push_atom, ps_push)     -> ps_push_ack
+//   worker -> shard  (ps_done_atom, worker)      -> (version)
+//   anyone -> shard  (ps_wait_atom, steps)       -> ps_progress
+//       answered once `steps` pushes were applied or every worker is done.
+//   anyone -> shard  (ps_stats_atom)             -> ps_shard_stats
+//
+// Clocks and the staleness bound tau (Training.ps.staleness):
+//   - a worker's clock is the number of pushes it made; push `step` s
+//     (1-based) completes its clock s;
+//   - a pull by a worker at clock c is answered when c - min(clock of every
+//     live worker) <= tau; tau = 0 additionally sums the pushes of all live
+//     workers for a clock and applies them as one update, so that the
+//     answer holds that update (synchronous training); tau unset is
+//     unbounded: pulls never wait (asynchronous);
+//   - pulls with worker == ps_observer (the evaluator) never wait.
+//
+// Gradients are SUMS over the push's samples; the shard divides by the
+// samples of the update (one push, or a clock's pushes together), so that
+// K workers at tau = 0 give the update one worker would on the
+// concatenated batch.
+//
+// A push with step <= the worker's last applied step is a retry: it is
+// acknowledged with applied = false and changes nothing. A push with no
+// gradients and samples = 0 advances the worker's clock only (a skipped
+// step).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <caf/atom.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include "runtime/tensor.hpp"
+
+namespace af {
+
+using ps_register_atom = caf::atom_constant<caf::atom("ps_reg")>;
+using ps_pull_atom = caf::atom_constant<caf::atom("ps_pull")>;
+using ps_push_atom = caf::atom_constant<caf::atom("ps_push")>;
+using ps_done_atom = caf::atom_constant<caf::atom("ps_done")>;
+using ps_wait_atom = caf::atom_constant<caf::atom("ps_wait")>;
+using ps_stats_atom = caf::atom_constant<caf::atom("ps_stats")>;
+
+/// The worker id of pulls that never wait and are not counted in clocks.
+constexpr uint32_t ps_observer = std::numeric_limits<uint32_t>::max();
+
+/// Part of one variable.
+///   dense values:      index empty, values f32 [n] = elements
+///                      [offset, offset + n) of the flattened variable;
+///   sparse rows:       index i64 [r] row ids, values f32 [r, dim];
+///   dense, sparsified: index i64 [k] element indices (of the flattened
+///                      variable), values f32 [k] (top-k pushes).
+/// In a pull request only `var` and (sparse) `index` are set.
+struct ps_slice {
+  uint32_t var = 0; // index in param_specs() order
+  uint64_t offset = 0;
+  tensor index;
+  tensor values;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ps_slice& x) {
+  return f(caf::meta::type_name("af::ps_slice"), x.var, x.offset, x.index,
+           x.values);
+}
+
+struct ps_pull {
+  uint32_t worker = 0;
+  uint64_t clock = 0;
+  /// Sparse variables: the rows wanted (this shard's rows only). Dense
+  /// variables need no entry: the shard's slices of all of them come back.
+  std::vector<ps_slice> rows;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ps_pull& x) {
+  return f(caf::meta::type_name("af::ps_pull"), x.worker, x.clock, x.rows);
+}
+
+struct ps_params {
+  uint32_t shard = 0;
+  /// Updates applied so far; a push says which version it read.
+  uint64_t version = 0;
+  std::vector<ps_slice> slices;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ps_params& x) {
+  return f(caf::meta::type_name("af::ps_params"), x.shard, x.version,
+           x.slices);
+}
+
+struct ps_push {
+  uint32_t worker = 0;
+  uint64_t step = 0;         // 1-based
+  uint64_t read_version = 0; // the version the gradients were computed on
+  uint64_t samples = 0;
+  std::vector<ps_slice> grads;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ps_push& x) {
+  return f(caf::meta::type_name("af::ps_push"), x.worker, x.step,
+           x.read_version, x.samples, x.grads);
+}
+
+struct ps_push_ack {
+  bool applied = false;   // false: a duplicate, ignored
+  uint64_t staleness = 0; // updates applied between read and this push
+  uint64_t version = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ps_push_ack& x) {
+  return f(caf::meta::type_name("af::ps_push_ack"), x.applied, x.staleness,
+           x.version);
+}
+
+struct ps_progress {
+  uint64_t steps = 0;    // pushes applied (not duplicates)
+  bool finished = false; // every expected worker is done or gone
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ps_progress& x) {
+  return f(caf::meta::type_name("af::ps_progress"), x.steps, x.finished);
+}
+
+struct ps_shard_stats {
+  uint32_t shard = 0;
+  uint64_t version = 0;
+  uint64_t pushes = 0;      // applied
+  uint64_t duplicates = 0;  // retries ignored
+  uint64_t skipped = 0;     // pushes with samples = 0
+  uint64_t staleness_sum = 0;
+  uint64_t staleness_max = 0;
+  uint64_t delayed_pulls = 0; // pulls that waited for the bound
+  uint64_t rows = 0;          // sparse rows materialised
+  uint64_t workers_lost = 0;  // went down without done
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ps_shard_stats& x) {
+  return f(caf::meta::type_name("af::ps_shard_stats"), x.shard, x.version,
+           x.pushes, x.duplicates, x.skipped, x.staleness_sum,
+           x.staleness_max, x.delayed_pulls, x.rows, x.workers_lost);
+}
+
+// --- partitioning ----------------------------------------------------------
+
+/// Elements [lo, hi) of a dense variable.
+struct ps_range {
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+};
+
+/// Dense variables are cut into `shards` contiguous slices of nearly equal
+/// size (the first `elements % shards` get one more).
+ps_range ps_dense_slice(uint64_t elements, uint32_t shard, uint32_t shards);
+
+/// Which shard owns row `row` of an embedding table (a hash of the id, so
+/// that consecutive ids spread).
+uint32_t ps_row_shard(int64_t row, uint32_t shards);
+
+} // namespace af

@@ -1,0 +1,1 @@
+# Placeholder: CUDA agreement tests are not wired in yet.
