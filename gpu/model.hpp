@@ -57,7 +57,9 @@ struct param_spec {
 
 /// Checks that the layers fit the input and each other and derives the
 /// parameters. Throws std::invalid_argument with a message naming the
-/// layer ("layer 2 (dense): ...") and the shapes that do not fit.
+/// layer ("layer 2 (dense): ...") and the shapes that do not fit. dense
+/// flattens any input itself (flatten is optional); conv2d and maxpool2d
+/// need [c, h, w]; embedding must be first (gpu/layers.hpp).
 std::vector<param_spec> param_specs(const model_spec& spec);
 
 /// Outputs per sample of the last layer.
@@ -87,7 +89,8 @@ public:
   darray& value(size_t i);
   darray& grad(size_t i);
   /// Sparse parameter i holds `rows` rows this step (reallocates if
-  /// needed; contents undefined until uploaded).
+  /// needed; contents undefined until uploaded). Throws
+  /// std::invalid_argument for a dense parameter.
   void set_local_rows(size_t i, int64_t rows);
 
   struct step_result {
