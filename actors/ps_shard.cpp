@@ -1,1 +1,763 @@
-// placeholder
+#include "actors/ps_shard.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/sec.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/system_messages.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include <spdlog/spdlog.h>
+
+namespace af {
+
+namespace {
+
+constexpr uint64_t no_clock = std::numeric_limits<uint64_t>::max();
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i > 0 ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// One variable's part on this shard.
+struct variable {
+  variable(gpu::param_spec s, gpu::optimizer_state o)
+    : spec(std::move(s)), opt(std::move(o)) {}
+
+  gpu::param_spec spec;
+  // Dense: the slice [lo, hi) of the flattened variable.
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+  // Sparse: the table's shape and where each materialised row sits.
+  int64_t rows = 0;
+  size_t dim = 0;
+  std::unordered_map<int64_t, size_t> pos;
+  // Dense: [hi - lo]. Sparse: [materialised rows, dim], in pos order.
+  std::vector<float> values;
+  gpu::optimizer_state opt;
+};
+
+// The summed gradients of one update for one variable.
+struct var_grad {
+  bool has_dense = false;
+  std::vector<float> dense;           // the whole slice
+  std::map<uint64_t, float> elements; // top-k: slice-local element -> sum
+  std::map<int64_t, std::vector<float>> rows; // sparse: row id -> sum
+};
+
+// One update: a push, or at tau = 0 every push of a clock.
+struct update {
+  uint64_t samples = 0;
+  uint64_t pushes = 0;
+  uint64_t staleness = 0; // the largest of its pushes
+  std::vector<var_grad> vars;
+};
+
+struct worker_info {
+  uint64_t clock = 0; // last step pushed
+  bool live = true;
+};
+
+struct pending_pull {
+  uint64_t ticket;
+  ps_pull req;
+};
+
+bool has_index(const ps_slice& s) {
+  return s.index.type() == dtype::i64 || s.index.elements() > 0;
+}
+
+} // namespace
+
+std::string check(const ps_shard_config& cfg) {
+  if (cfg.shards == 0)
+    return "shards must be >= 1";
+  if (cfg.shard >= cfg.shards)
+    return "shard " + std::to_string(cfg.shard) + " of "
+           + std::to_string(cfg.shards) + " shards (indices start at 0)";
+  if (auto err = gpu::check(cfg.optimizer); !err.empty())
+    return "optimizer: " + err;
+  for (auto& p : cfg.params) {
+    bool bad = std::any_of(p.shape.begin(), p.shape.end(),
+                           [](int64_t d) { return d < 0; });
+    if (p.sparse && (p.shape.size() != 2 || p.shape[1] <= 0))
+      bad = true;
+    if (bad)
+      return "variable \"" + p.name + "\" has shape " + shape_string(p.shape)
+             + (p.sparse ? " (sparse variables need [rows, dim], dim > 0)"
+                         : "");
+  }
+  return {};
+}
+
+// --- the state machine -----------------------------------------------------
+
+struct ps_shard_state::impl {
+  ps_shard_config cfg;
+  std::vector<variable> vars;
+  uint64_t version = 0;
+  ps_shard_stats stats;
+  std::map<uint32_t, worker_info> workers;
+  std::map<uint64_t, update> clocks; // tau = 0: pushes of incomplete clocks
+  std::vector<pending_pull> pulls;   // in arrival order
+  std::vector<std::pair<uint64_t, uint64_t>> waits; // ticket, steps
+
+  explicit impl(ps_shard_config c) : cfg(std::move(c)) {
+    if (auto err = check(cfg); !err.empty())
+      throw std::invalid_argument(cfg.name + ": " + err);
+    stats.shard = cfg.shard;
+    vars.reserve(cfg.params.size());
+    for (auto& p : cfg.params) {
+      if (p.sparse) {
+        auto dim = static_cast<size_t>(p.shape[1]);
+        auto& v =
+          vars.emplace_back(p, gpu::optimizer_state::rows(cfg.optimizer, dim));
+        v.rows = p.shape[0];
+        v.dim = dim;
+        continue;
+      }
+      auto r =
+        ps_dense_slice(static_cast<uint64_t>(p.size()), cfg.shard, cfg.shards);
+      auto n = static_cast<size_t>(r.hi - r.lo);
+      auto& v =
+        vars.emplace_back(p, gpu::optimizer_state::dense(cfg.optimizer, n));
+      v.lo = r.lo;
+      v.hi = r.hi;
+      v.values.resize(n);
+      for (size_t i = 0; i < n; ++i)
+        v.values[i] = gpu::initial_value(p, cfg.seed, r.lo + i);
+    }
+  }
+
+  bool synchronous() const { return cfg.staleness && *cfg.staleness == 0; }
+
+  std::string describe(uint32_t var) const {
+    return "variable " + std::to_string(var) + " \"" + vars[var].spec.name
+           + "\"";
+  }
+
+  // --- clocks --------------------------------------------------------------
+
+  // Expected workers that neither registered nor left yet.
+  uint64_t missing() const {
+    return cfg.expected_workers > workers.size()
+             ? cfg.expected_workers - workers.size()
+             : 0;
+  }
+
+  // The slowest live worker's clock; no_clock when nobody can hold back.
+  uint64_t min_clock() const {
+    if (missing() > 0)
+      return 0;
+    uint64_t m = no_clock;
+    for (auto& [id, w] : workers)
+      if (w.live)
+        m = std::min(m, w.clock);
+    return m;
+  }
+
+  bool finished() const {
+    size_t left = 0;
+    for (auto& [id, w] : workers) {
+      if (w.live)
+        return false;
+      ++left;
+    }
+    return left >= std::max<size_t>(1, cfg.expected_workers);
+  }
+
+  bool can_answer(const ps_pull& req) const {
+    if (req.worker == ps_observer || !cfg.staleness)
+      return true;
+    auto m = min_clock();
+    return req.clock <= m || req.clock - m <= *cfg.staleness;
+  }
+
+  worker_info& join(uint32_t worker) {
+    auto& w = workers[worker];
+    w.live = true;
+    return w;
+  }
+
+  // --- rows ----------------------------------------------------------------
+
+  std::string check_rows(uint32_t var, const tensor& index) const {
+    auto& v = vars[var];
+    if (index.type() != dtype::i64 || index.shape().size() != 1)
+      return describe(var) + ": row ids must be i64 [rows], got "
+             + dtype_name(index.type()) + " " + shape_string(index.shape());
+    auto* ids = index.data_as<int64_t>();
+    for (int64_t j = 0; j < index.elements(); ++j) {
+      auto r = ids[j];
+      if (r < 0 || r >= v.rows)
+        return describe(var) + ": row " + std::to_string(r)
+               + " is out of range [0, " + std::to_string(v.rows) + ")";
+      auto owner = ps_row_shard(r, cfg.shards);
+      if (owner != cfg.shard)
+        return describe(var) + ": row " + std::to_string(r)
+               + " belongs to shard " + std::to_string(owner) + ", not "
+               + std::to_string(cfg.shard);
+    }
+    return {};
+  }
+
+  std::string check_var(uint32_t var) const {
+    if (var >= vars.size())
+      return "unknown variable " + std::to_string(var) + " (the model has "
+             + std::to_string(vars.size()) + ")";
+    return {};
+  }
+
+  // Where row `r` of a sparse variable sits, materialising it on first use.
+  size_t row_pos(variable& v, int64_t r) {
+    auto [it, fresh] = v.pos.try_emplace(r, 0);
+    if (!fresh)
+      return it->second;
+    auto p = v.opt.add_rows(1);
+    it->second = p;
+    v.values.resize((p + 1) * v.dim);
+    auto first = static_cast<uint64_t>(r) * v.dim;
+    for (size_t j = 0; j < v.dim; ++j)
+      v.values[p * v.dim + j] = gpu::initial_value(v.spec, cfg.seed, first + j);
+    ++stats.rows;
+    return p;
+  }
+
+  // --- pulls ---------------------------------------------------------------
+
+  std::string check_pull(const ps_pull& req) const {
+    for (auto& s : req.rows) {
+      if (auto err = check_var(s.var); !err.empty())
+        return err;
+      if (!vars[s.var].spec.sparse)
+        return describe(s.var)
+               + " is dense: its slice comes with every pull, ask rows of "
+                 "sparse variables only";
+      if (auto err = check_rows(s.var, s.index); !err.empty())
+        return err;
+    }
+    return {};
+  }
+
+  static tensor floats(const float* data, size_t n,
+                       std::vector<int64_t> shape) {
+    auto t = tensor::allocate(dtype::f32, std::move(shape));
+    if (n > 0)
+      std::memcpy(t.mutable_data(), data, n * sizeof(float));
+    return t;
+  }
+
+  ps_params answer(const ps_pull& req) {
+    ps_params out;
+    out.shard = cfg.shard;
+    out.version = version;
+    for (uint32_t i = 0; i < vars.size(); ++i) {
+      auto& v = vars[i];
+      if (v.spec.sparse)
+        continue;
+      ps_slice s;
+      s.var = i;
+      s.offset = v.lo;
+      s.values = floats(v.values.data(), v.values.size(),
+                        {static_cast<int64_t>(v.values.size())});
+      out.slices.push_back(std::move(s));
+    }
+    for (auto& want : req.rows) {
+      auto& v = vars[want.var];
+      auto r = want.index.elements();
+      auto* ids = want.index.data_as<int64_t>();
+      std::vector<size_t> at(static_cast<size_t>(r));
+      for (int64_t j = 0; j < r; ++j)
+        at[j] = row_pos(v, ids[j]);
+      auto t = tensor::allocate(dtype::f32, {r, static_cast<int64_t>(v.dim)});
+      auto* dst = t.mutable_data_as<float>();
+      for (int64_t j = 0; j < r; ++j)
+        std::memcpy(dst + j * v.dim, v.values.data() + at[j] * v.dim,
+                    v.dim * sizeof(float));
+      ps_slice s;
+      s.var = want.var;
+      s.index = want.index;
+      s.values = std::move(t);
+      out.slices.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  // --- pushes --------------------------------------------------------------
+
+  std::string check_grad(const ps_slice& g) const {
+    if (auto err = check_var(g.var); !err.empty())
+      return "gradient for " + err;
+    auto& v = vars[g.var];
+    if (g.values.type() != dtype::f32)
+      return describe(g.var) + ": gradient values must be f32, got "
+             + dtype_name(g.values.type());
+    auto k = g.values.elements();
+    if (v.spec.sparse) {
+      if (!has_index(g))
+        return describe(g.var) + " is sparse: its gradient needs row ids";
+      if (auto err = check_rows(g.var, g.index); !err.empty())
+        return err;
+      auto want = g.index.elements() * static_cast<int64_t>(v.dim);
+      if (k != want)
+        return describe(g.var) + ": " + std::to_string(k)
+               + " gradient values for " + std::to_string(g.index.elements())
+               + " rows of " + std::to_string(v.dim);
+      return {};
+    }
+    auto range = "[" + std::to_string(v.lo) + ", " + std::to_string(v.hi) + ")";
+    if (has_index(g)) {
+      if (g.index.type() != dtype::i64 || g.index.shape().size() != 1)
+        return describe(g.var) + ": element indices must be i64 [k], got "
+               + dtype_name(g.index.type()) + " "
+               + shape_string(g.index.shape());
+      if (k != g.index.elements())
+        return describe(g.var) + ": " + std::to_string(k)
+               + " gradient values for " + std::to_string(g.index.elements())
+               + " element indices";
+      auto* idx = g.index.data_as<int64_t>();
+      for (int64_t j = 0; j < k; ++j)
+        if (idx[j] < 0 || static_cast<uint64_t>(idx[j]) < v.lo
+            || static_cast<uint64_t>(idx[j]) >= v.hi)
+          return describe(g.var) + ": element " + std::to_string(idx[j])
+                 + " is outside this shard's slice " + range;
+      return {};
+    }
+    if (g.offset != v.lo || static_cast<uint64_t>(k) != v.hi - v.lo)
+      return describe(g.var) + ": gradient for elements ["
+             + std::to_string(g.offset) + ", "
+             + std::to_string(g.offset + static_cast<uint64_t>(k))
+             + "), this shard's slice is " + range;
+    return {};
+  }
+
+  void add(update& u, const ps_push& req, uint64_t staleness) {
+    u.samples += req.samples;
+    ++u.pushes;
+    if (req.samples > 0)
+      u.staleness = std::max(u.staleness, staleness);
+    if (u.vars.empty())
+      u.vars.resize(vars.size());
+    for (auto& g : req.grads) {
+      auto& v = vars[g.var];
+      auto& a = u.vars[g.var];
+      auto* x = g.values.data_as<float>();
+      auto k = g.values.elements();
+      if (v.spec.sparse) {
+        auto* ids = g.index.data_as<int64_t>();
+        for (int64_t j = 0; j < g.index.elements(); ++j) {
+          auto& row = a.rows[ids[j]];
+          row.resize(v.dim, 0.0f);
+          for (size_t e = 0; e < v.dim; ++e)
+            row[e] += x[j * v.dim + e];
+        }
+      } else if (has_index(g)) {
+        auto* idx = g.index.data_as<int64_t>();
+        for (int64_t j = 0; j < k; ++j)
+          a.elements[static_cast<uint64_t>(idx[j]) - v.lo] += x[j];
+      } else {
+        if (!a.has_dense)
+          a.dense.assign(v.values.size(), 0.0f);
+        a.has_dense = true;
+        for (int64_t i = 0; i < k; ++i)
+          a.dense[i] += x[i];
+      }
+    }
+  }
+
+  void apply(update& u) {
+    stats.pushes += u.pushes;
+    if (u.samples == 0)
+      return;
+    double lr = cfg.optimizer.learning_rate;
+    if (cfg.scale_lr_by_staleness && u.staleness > 1)
+      lr /= static_cast<double>(u.staleness);
+    auto samples = static_cast<float>(u.samples);
+    for (size_t i = 0; i < u.vars.size(); ++i) {
+      auto& v = vars[i];
+      auto& a = u.vars[i];
+      if (a.has_dense) {
+        for (auto& [e, g] : a.elements)
+          a.dense[e] += g;
+        for (auto& g : a.dense)
+          g /= samples;
+        v.opt.apply(v.values.data(), a.dense.data(), a.dense.size(), lr);
+      } else if (!a.elements.empty()) {
+        std::vector<uint64_t> idx;
+        std::vector<float> g;
+        idx.reserve(a.elements.size());
+        g.reserve(a.elements.size());
+        for (auto& [e, x] : a.elements) {
+          idx.push_back(e);
+          g.push_back(x / samples);
+        }
+        v.opt.apply_at(v.values.data(), idx.data(), g.data(), idx.size(), lr);
+      } else if (!a.rows.empty()) {
+        std::vector<size_t> at;
+        std::vector<float> g;
+        at.reserve(a.rows.size());
+        g.reserve(a.rows.size() * v.dim);
+        for (auto& [r, x] : a.rows) {
+          at.push_back(row_pos(v, r)); // may grow v.values: no pointers yet
+          for (auto e : x)
+            g.push_back(e / samples);
+        }
+        v.opt.apply_rows(v.values.data(), at.data(), g.data(), at.size(), lr);
+      }
+    }
+    ++version;
+    stats.version = version;
+  }
+
+  void complete_clocks() {
+    auto m = min_clock();
+    while (!clocks.empty() && clocks.begin()->first <= m) {
+      apply(clocks.begin()->second);
+      clocks.erase(clocks.begin());
+    }
+  }
+
+  std::string push(const ps_push& req, ps_push_ack& ack) {
+    if (req.worker == ps_observer)
+      return "the observer cannot push";
+    if (req.step == 0)
+      return "steps are 1-based, got step 0";
+    auto it = workers.find(req.worker);
+    if (it != workers.end() && !it->second.live)
+      return "worker " + std::to_string(req.worker)
+             + " has left (done or down); it must register again";
+    if (it != workers.end() && req.step <= it->second.clock) {
+      ++stats.duplicates;
+      ack = ps_push_ack{false, 0, version};
+      return {};
+    }
+    if (req.samples == 0 && !req.grads.empty())
+      return "gradients with samples = 0";
+    for (auto& g : req.grads)
+      if (auto err = check_grad(g); !err.empty())
+        return err;
+    join(req.worker).clock = req.step;
+    auto staleness =
+      version > req.read_version ? version - req.read_version : 0;
+    if (req.samples > 0) {
+      stats.staleness_sum += staleness;
+      stats.staleness_max = std::max(stats.staleness_max, staleness);
+    } else {
+      ++stats.skipped;
+    }
+    if (synchronous()) {
+      add(clocks[req.step], req, staleness);
+      complete_clocks();
+    } else {
+      update u;
+      add(u, req, staleness);
+      apply(u);
+    }
+    ack = ps_push_ack{true, staleness, version};
+    return {};
+  }
+};
+
+ps_shard_state::ps_shard_state(ps_shard_config cfg)
+  : impl_(std::make_unique<impl>(std::move(cfg))) {
+}
+
+ps_shard_state::~ps_shard_state() = default;
+
+const ps_shard_config& ps_shard_state::config() const noexcept {
+  return impl_->cfg;
+}
+
+uint64_t ps_shard_state::register_worker(uint32_t worker) {
+  if (worker != ps_observer)
+    impl_->join(worker);
+  return impl_->version;
+}
+
+uint64_t ps_shard_state::leave(uint32_t worker, bool lost) {
+  auto& st = *impl_;
+  if (worker == ps_observer)
+    return st.version;
+  auto [it, fresh] = st.workers.try_emplace(worker);
+  if (!fresh && !it->second.live)
+    return st.version;
+  it->second.live = false;
+  if (lost)
+    ++st.stats.workers_lost;
+  if (st.synchronous())
+    st.complete_clocks();
+  return st.version;
+}
+
+bool ps_shard_state::is_live(uint32_t worker) const {
+  auto it = impl_->workers.find(worker);
+  return it != impl_->workers.end() && it->second.live;
+}
+
+std::string ps_shard_state::pull(uint64_t ticket, const ps_pull& req,
+                                 std::optional<ps_params>& answer) {
+  auto& st = *impl_;
+  answer.reset();
+  if (auto err = st.check_pull(req); !err.empty())
+    return st.cfg.name + ": pull (worker " + std::to_string(req.worker)
+           + "): " + err;
+  if (req.worker != ps_observer && st.workers.count(req.worker) == 0)
+    st.join(req.worker);
+  if (st.can_answer(req)) {
+    answer = st.answer(req);
+    return {};
+  }
+  ++st.stats.delayed_pulls;
+  st.pulls.push_back(pending_pull{ticket, req});
+  return {};
+}
+
+std::string ps_shard_state::push(const ps_push& req, ps_push_ack& ack) {
+  auto err = impl_->push(req, ack);
+  if (!err.empty())
+    return impl_->cfg.name + ": push (worker " + std::to_string(req.worker)
+           + ", step " + std::to_string(req.step) + "): " + err;
+  return err;
+}
+
+std::optional<ps_progress> ps_shard_state::wait(uint64_t ticket,
+                                                uint64_t steps) {
+  if (impl_->stats.pushes >= steps || impl_->finished())
+    return progress();
+  impl_->waits.emplace_back(ticket, steps);
+  return std::nullopt;
+}
+
+ps_shard_state::released ps_shard_state::take_released() {
+  auto& st = *impl_;
+  released out;
+  std::vector<pending_pull> pulls;
+  for (auto& p : st.pulls) {
+    if (st.can_answer(p.req))
+      out.pulls.emplace_back(p.ticket, st.answer(p.req));
+    else
+      pulls.push_back(std::move(p));
+  }
+  st.pulls = std::move(pulls);
+  std::vector<std::pair<uint64_t, uint64_t>> waits;
+  for (auto& w : st.waits) {
+    if (st.stats.pushes >= w.second || st.finished())
+      out.waits.emplace_back(w.first, progress());
+    else
+      waits.push_back(w);
+  }
+  st.waits = std::move(waits);
+  return out;
+}
+
+size_t ps_shard_state::waiting() const noexcept {
+  return impl_->pulls.size() + impl_->waits.size();
+}
+
+uint64_t ps_shard_state::version() const noexcept {
+  return impl_->version;
+}
+
+ps_progress ps_shard_state::progress() const {
+  return ps_progress{impl_->stats.pushes, impl_->finished()};
+}
+
+ps_shard_stats ps_shard_state::stats() const {
+  auto s = impl_->stats;
+  s.version = impl_->version;
+  return s;
+}
+
+std::vector<float> ps_shard_state::values(uint32_t var,
+                                          const std::vector<int64_t>& rows) {
+  auto& st = *impl_;
+  if (auto err = st.check_var(var); !err.empty())
+    throw std::out_of_range(st.cfg.name + ": " + err);
+  auto& v = st.vars[var];
+  if (!v.spec.sparse)
+    return v.values;
+  auto index =
+    tensor::allocate(dtype::i64, {static_cast<int64_t>(rows.size())});
+  if (!rows.empty())
+    std::memcpy(index.mutable_data(), rows.data(),
+                rows.size() * sizeof(int64_t));
+  if (auto err = st.check_rows(var, index); !err.empty())
+    throw std::invalid_argument(st.cfg.name + ": " + err);
+  std::vector<float> out;
+  out.reserve(rows.size() * v.dim);
+  for (auto r : rows) {
+    auto p = st.row_pos(v, r);
+    out.insert(out.end(), v.values.begin() + p * v.dim,
+               v.values.begin() + (p + 1) * v.dim);
+  }
+  return out;
+}
+
+// --- the actor -------------------------------------------------------------
+
+namespace {
+
+struct shard_actor_state {
+  std::unique_ptr<ps_shard_state> shard;
+  std::string name;
+  uint64_t next_ticket = 0;
+  std::unordered_map<uint64_t, caf::typed_response_promise<ps_params>> pulls;
+  std::unordered_map<uint64_t, caf::typed_response_promise<ps_progress>> waits;
+  // Which actor speaks for each worker, and the actors monitored.
+  std::map<uint32_t, caf::actor_addr> owner;
+  std::set<caf::actor_addr> monitored;
+};
+
+using shard_actor = caf::stateful_actor<shard_actor_state>;
+
+// Remembers the sender as `worker`'s actor and monitors it. A pull or push
+// only claims a worker nobody spoke for yet (implicit registration).
+void track(shard_actor* self, uint32_t worker, bool claim) {
+  if (worker == ps_observer)
+    return;
+  auto& st = self->state;
+  auto sender = self->current_sender();
+  if (!sender)
+    return;
+  if (!claim && st.owner.count(worker) > 0)
+    return;
+  auto addr = caf::actor_cast<caf::actor_addr>(sender);
+  st.owner[worker] = addr;
+  if (st.monitored.insert(addr).second)
+    self->monitor(caf::actor_cast<caf::actor>(sender));
+}
+
+void release(shard_actor* self) {
+  auto& st = self->state;
+  auto r = st.shard->take_released();
+  for (auto& [ticket, params] : r.pulls) {
+    auto it = st.pulls.find(ticket);
+    if (it == st.pulls.end())
+      continue;
+    it->second.deliver(std::move(params));
+    st.pulls.erase(it);
+  }
+  for (auto& [ticket, progress] : r.waits) {
+    auto it = st.waits.find(ticket);
+    if (it == st.waits.end())
+      continue;
+    it->second.deliver(std::move(progress));
+    st.waits.erase(it);
+  }
+}
+
+caf::error invalid(std::string message) {
+  spdlog::debug("{}", message);
+  return caf::make_error(caf::sec::invalid_argument, std::move(message));
+}
+
+caf::behavior ps_shard_main(shard_actor* self, ps_shard_config cfg) {
+  auto& init = self->state;
+  init.name =
+    cfg.name.empty() ? "ps[" + std::to_string(cfg.shard) + "]" : cfg.name;
+  cfg.name = init.name;
+  init.shard = std::make_unique<ps_shard_state>(std::move(cfg));
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    st.monitored.erase(dm.source);
+    for (auto it = st.owner.begin(); it != st.owner.end();) {
+      if (it->second != dm.source) {
+        ++it;
+        continue;
+      }
+      if (st.shard->is_live(it->first)) {
+        spdlog::warn("{}: worker {} went down without done ({})", st.name,
+                     it->first,
+                     dm.reason ? caf::to_string(dm.reason) : "normal exit");
+        st.shard->leave(it->first, true);
+      }
+      it = st.owner.erase(it);
+    }
+    release(self);
+  });
+  self->set_exit_handler([=](caf::exit_msg& msg) {
+    // Requests that wait must not hang their senders.
+    if (!msg.reason)
+      return; // like CAF's default: a normal exit of a linked actor
+    auto& st = self->state;
+    for (auto& [ticket, rp] : st.pulls)
+      rp.deliver(caf::make_error(caf::sec::request_receiver_down,
+                                 st.name + " is shutting down"));
+    for (auto& [ticket, rp] : st.waits)
+      rp.deliver(caf::make_error(caf::sec::request_receiver_down,
+                                 st.name + " is shutting down"));
+    st.pulls.clear();
+    st.waits.clear();
+    self->quit(std::move(msg.reason));
+  });
+  return {
+    [=](ps_register_atom, uint32_t worker) -> uint64_t {
+      track(self, worker, true);
+      auto v = self->state.shard->register_worker(worker);
+      release(self);
+      return v;
+    },
+    [=](ps_done_atom, uint32_t worker) -> uint64_t {
+      auto& st = self->state;
+      st.owner.erase(worker);
+      auto v = st.shard->leave(worker, false);
+      release(self);
+      return v;
+    },
+    [=](ps_pull_atom, const ps_pull& req) -> caf::result<ps_params> {
+      auto& st = self->state;
+      track(self, req.worker, false);
+      auto ticket = st.next_ticket++;
+      std::optional<ps_params> answer;
+      if (auto err = st.shard->pull(ticket, req, answer); !err.empty())
+        return invalid(std::move(err));
+      if (answer)
+        return std::move(*answer);
+      auto rp = self->make_response_promise<ps_params>();
+      st.pulls.emplace(ticket, rp);
+      return rp;
+    },
+    [=](ps_push_atom, const ps_push& req) -> caf::result<ps_push_ack> {
+      auto& st = self->state;
+      track(self, req.worker, false);
+      ps_push_ack ack;
+      if (auto err = st.shard->push(req, ack); !err.empty())
+        return invalid(std::move(err));
+      release(self);
+      return ack;
+    },
+    [=](ps_wait_atom, uint64_t steps) -> caf::result<ps_progress> {
+      auto& st = self->state;
+      auto ticket = st.next_ticket++;
+      if (auto p = st.shard->wait(ticket, steps))
+        return *p;
+      auto rp = self->make_response_promise<ps_progress>();
+      st.waits.emplace(ticket, rp);
+      return rp;
+    },
+    [=](ps_stats_atom) -> ps_shard_stats { return self->state.shard->stats(); },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_ps_shard(caf::actor_system& sys, ps_shard_config cfg) {
+  if (auto err = check(cfg); !err.empty())
+    throw std::invalid_argument((cfg.name.empty() ? "ps shard" : cfg.name)
+                                + ": " + err);
+  return sys.spawn<caf::detached>(ps_shard_main, std::move(cfg));
+}
+
+} // namespace af

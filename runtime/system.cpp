@@ -6,6 +6,7 @@
 #include <caf/atom.hpp>
 
 #include "runtime/batch.hpp"
+#include "runtime/ps.hpp"
 #include "runtime/stage_stats.hpp"
 #include "runtime/stream.hpp"
 
@@ -18,6 +19,14 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<stream_error>("af::stream_error");
   cfg.add_message_type<stage_stats>("af::stage_stats");
   cfg.add_message_type<wiring>("af::wiring");
+  cfg.add_message_type<ps_slice>("af::ps_slice");
+  cfg.add_message_type<std::vector<ps_slice>>("af::ps_slice_list");
+  cfg.add_message_type<ps_pull>("af::ps_pull");
+  cfg.add_message_type<ps_params>("af::ps_params");
+  cfg.add_message_type<ps_push>("af::ps_push");
+  cfg.add_message_type<ps_push_ack>("af::ps_push_ack");
+  cfg.add_message_type<ps_progress>("af::ps_progress");
+  cfg.add_message_type<ps_shard_stats>("af::ps_shard_stats");
 }
 
 void apply(const engine_options& opts, caf::actor_system_config& cfg) {

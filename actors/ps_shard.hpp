@@ -1,0 +1,161 @@
+// ps_shard: one parameter-server shard. It owns its part of every variable
+// (runtime/ps.hpp: a contiguous slice of each dense variable, the rows of
+// each embedding table that hash to it), the optimizer state of that part
+// (gpu/optimizer.hpp) and a version counter, and speaks the protocol of
+// runtime/ps.hpp:
+//
+//   (ps_register_atom, uint32_t worker)  -> uint64_t version
+//   (ps_pull_atom, ps_pull)              -> ps_params      (may wait)
+//   (ps_push_atom, ps_push)              -> ps_push_ack
+//   (ps_done_atom, uint32_t worker)      -> uint64_t version
+//   (ps_wait_atom, uint64_t steps)       -> ps_progress    (may wait)
+//   (ps_stats_atom)                      -> ps_shard_stats
+//
+// An invalid pull or push (unknown variable, wrong dtype or size, a row out
+// of range or owned by another shard) is answered with a caf::error
+// (sec::invalid_argument) whose context names the shard, the variable and
+// what is wrong; it changes nothing and the shard goes on serving.
+//
+// Semantics decided here, beyond ps.hpp:
+//   - Workers register explicitly, or implicitly with their first pull or
+//     push; either way the shard monitors the sender, and a sender that
+//     goes down drops its workers from the clocks (workers_lost).
+//   - A worker that left (done or down) is out of the clocks; its pushes
+//     are refused, and registering again brings it back with its clock.
+//   - While fewer than expected_workers workers have registered (or left),
+//     each missing one counts as a live worker at clock 0: a worker that
+//     starts late cannot be overtaken by more than tau clocks, and at
+//     tau = 0 no clock completes without it.
+//   - Steps may skip ahead (a worker's clock is its last step); a clock
+//     counts as pushed by a worker whose clock is at or past it.
+//   - A push's staleness is version - read_version at its arrival (0 when
+//     read_version is ahead, e.g. after a restore); it is recorded for
+//     pushes with samples > 0. At tau = 0 a clock's update uses the largest
+//     staleness of its pushes for lr scaling.
+//   - The ack is sent at once; at tau = 0 applied = true means accepted,
+//     and the gradients enter the parameters when the clock completes.
+//     ps_shard_stats::pushes (and ps_wait's steps) count pushes whose
+//     gradients are in the parameters, skipped pushes (samples = 0)
+//     included.
+//   - Every update with samples > 0 increments the version, even one with
+//     no gradient for this shard: the shards' versions stay in step.
+//   - Sparse rows are materialised (initial_value(p, seed, row * dim + j))
+//     on first pull or push, and then stay.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "gpu/model.hpp"
+#include "gpu/optimizer.hpp"
+#include "runtime/ps.hpp"
+
+namespace af {
+
+struct ps_shard_config {
+  /// This shard's index, < shards.
+  uint32_t shard = 0;
+  uint32_t shards = 1;
+  /// Every variable of the model, in param_specs() order (the ps_slice::var
+  /// numbering). Sparse ones must have shape [rows, dim].
+  std::vector<gpu::param_spec> params;
+  gpu::optimizer_config optimizer;
+  /// The staleness bound tau in clocks; nullopt: unbounded (pulls never
+  /// wait), 0: synchronous (a clock's pushes are applied as one update).
+  std::optional<uint64_t> staleness;
+  /// Divide the learning rate of an update by its staleness when > 1.
+  bool scale_lr_by_staleness = false;
+  /// Workers the job runs (0: unknown). Used for the clocks before every
+  /// worker has registered and for ps_progress::finished.
+  uint32_t expected_workers = 0;
+  /// The job seed: initial values come from it (gpu::initial_value).
+  uint64_t seed = 0;
+  /// For logs and error messages, e.g. "ps[0]".
+  std::string name;
+};
+
+/// "" when `cfg` can make a shard, otherwise what is wrong (shard index,
+/// optimizer, a sparse variable's shape).
+std::string check(const ps_shard_config& cfg);
+
+/// Spawns a shard as a detached actor (its updates are long CPU loops).
+/// Throws std::invalid_argument with check()'s message for a bad config.
+caf::actor spawn_ps_shard(caf::actor_system& sys, ps_shard_config cfg);
+
+/// The shard's state machine, without CAF: what the actor does with each
+/// message, and which waiting requests each event releases. The actor
+/// only holds the response promises of requests that wait, under tickets
+/// of its choosing. Not thread-safe.
+class ps_shard_state {
+public:
+  /// Initialises the dense slices. Throws std::invalid_argument with
+  /// check()'s message for a bad config.
+  explicit ps_shard_state(ps_shard_config cfg);
+  ~ps_shard_state();
+  ps_shard_state(const ps_shard_state&) = delete;
+  ps_shard_state& operator=(const ps_shard_state&) = delete;
+
+  const ps_shard_config& config() const noexcept;
+
+  /// Counts `worker` in the clocks (again, if it had left). Returns the
+  /// version. Registering a live worker changes nothing.
+  uint64_t register_worker(uint32_t worker);
+
+  /// `worker` said done (lost = false) or went down (lost = true): out of
+  /// the clocks; at tau = 0 a clock it was holding up completes. A worker
+  /// that already left is left alone (a down after done is not a loss).
+  /// Returns the version.
+  uint64_t leave(uint32_t worker, bool lost);
+
+  /// Whether `worker` is registered and has not left.
+  bool is_live(uint32_t worker) const;
+
+  /// A pull. Returns an error message, or "" with `answer` set when the
+  /// staleness bound allows it now, or "" with `answer` empty when it
+  /// waits: take_released() returns it under `ticket` later.
+  std::string pull(uint64_t ticket, const ps_pull& req,
+                   std::optional<ps_params>& answer);
+
+  /// A push. Returns an error message (nothing changed), or "" with `ack`
+  /// filled.
+  std::string push(const ps_push& req, ps_push_ack& ack);
+
+  /// ps_wait: the progress now if `steps` pushes are in or every worker is
+  /// done; otherwise nullopt and take_released() returns it under `ticket`
+  /// later.
+  std::optional<ps_progress> wait(uint64_t ticket, uint64_t steps);
+
+  /// Waiting requests that can now be answered, removed from the state.
+  /// Call after every event.
+  struct released {
+    std::vector<std::pair<uint64_t, ps_params>> pulls;
+    std::vector<std::pair<uint64_t, ps_progress>> waits;
+  };
+  released take_released();
+
+  /// Tickets still waiting (pulls and waits).
+  size_t waiting() const noexcept;
+
+  uint64_t version() const noexcept;
+  ps_progress progress() const;
+  ps_shard_stats stats() const;
+
+  /// The values this shard holds of variable `var`: a dense slice, or the
+  /// rows `rows` of a sparse variable (materialised if needed; they must
+  /// be valid and owned). For tests and checkpoints.
+  std::vector<float> values(uint32_t var,
+                            const std::vector<int64_t>& rows = {});
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace af
