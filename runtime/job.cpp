@@ -30,8 +30,22 @@ using clock_type = std::chrono::steady_clock;
 struct replica_entry {
   caf::actor handle;
   std::string label;
+  std::string stage;
+  bool may_fail = false; // stage_type::replicas_may_fail
   bool done = false;
   bool down = false;
+  bool failed = false;
+};
+
+// What the coordinator is told at start: every replica and the service
+// actors, in spawn order.
+struct job_layout {
+  std::vector<caf::actor> handles;
+  std::vector<std::string> labels;
+  std::vector<std::string> stages;
+  std::vector<std::string> may_fail; // stage names
+  std::vector<caf::actor> services;
+  std::vector<std::string> service_labels;
 };
 
 // The job's result, delivered exactly once: by the coordinator when the job
@@ -54,6 +68,8 @@ struct coordinator_state {
   job_options opts;
   std::shared_ptr<result_slot> result;
   std::vector<replica_entry> replicas;
+  std::vector<std::pair<std::string, caf::actor>> services;
+  std::vector<std::string> tolerated;
   bool started = false;
   bool stopped = false;
   std::string error;
@@ -89,6 +105,27 @@ void kill_all(coordinator_actor* self) {
       self->send_exit(r.handle, caf::exit_reason::user_shutdown);
 }
 
+// A failed replica of a stage that allows it is tolerated while another
+// replica of the stage is running or ended normally.
+bool tolerate(coordinator_actor* self, replica_entry& failed,
+              const std::string& cause) {
+  auto& st = self->state;
+  if (failed.failed)
+    return true; // already counted (stream_error, then down)
+  if (!failed.may_fail)
+    return false;
+  for (auto& r : st.replicas)
+    if (&r != &failed && r.stage == failed.stage && !r.failed
+        && (!r.down || r.done)) {
+      failed.failed = true;
+      st.tolerated.push_back(failed.label + ": " + cause);
+      spdlog::warn("{} failed ({}); the job goes on without it", failed.label,
+                   cause);
+      return true;
+    }
+  return false;
+}
+
 void record_error(coordinator_actor* self, std::string message) {
   auto& st = self->state;
   if (!st.error.empty())
@@ -105,10 +142,14 @@ void maybe_complete(coordinator_actor* self) {
   for (auto& r : st.replicas)
     if (!r.down)
       return;
+  // Services live as long as some stage does.
+  for (auto& [label, handle] : st.services)
+    self->send_exit(handle, caf::exit_reason::user_shutdown);
   run_result result;
   result.ok = st.error.empty();
   result.stopped = st.stopped;
   result.error = st.error;
+  result.tolerated_failures = st.tolerated;
   result.final = progress_of(st);
   st.result->deliver(std::move(result));
   self->quit();
@@ -135,19 +176,44 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
           auto reason = dm.reason ? caf::to_string(dm.reason)
                                   : std::string{"exited before its end of "
                                                 "stream"};
-          record_error(self, "stage " + r.label + " went down: " + reason);
+          if (!tolerate(self, r, reason))
+            record_error(self, "stage " + r.label + " went down: " + reason);
         }
+      }
+    for (auto& [label, handle] : st.services)
+      if (handle.address() == dm.source && st.error.empty()) {
+        bool ending = std::all_of(st.replicas.begin(), st.replicas.end(),
+                                  [](auto& r) { return r.down; });
+        if (!ending)
+          record_error(self, label + " went down: "
+                               + (dm.reason ? caf::to_string(dm.reason)
+                                            : std::string{"exited"}));
       }
     maybe_complete(self);
   });
   return {
     [=](start_atom, const std::vector<caf::actor>& handles,
-        const std::vector<std::string>& labels) {
+        const std::vector<std::string>& labels,
+        const std::vector<std::string>& stages,
+        const std::vector<std::string>& may_fail,
+        const std::vector<caf::actor>& services,
+        const std::vector<std::string>& service_labels) {
       auto& st = self->state;
-      for (size_t i = 0; i < handles.size(); ++i) {
-        st.replicas.push_back(
-          replica_entry{handles[i], labels[i], false, false});
-        self->monitor(handles[i]);
+      job_layout l{handles, labels, stages, may_fail, services,
+                   service_labels};
+      for (size_t i = 0; i < l.handles.size(); ++i) {
+        replica_entry r;
+        r.handle = l.handles[i];
+        r.label = l.labels[i];
+        r.stage = l.stages[i];
+        r.may_fail = std::find(l.may_fail.begin(), l.may_fail.end(), r.stage)
+                     != l.may_fail.end();
+        st.replicas.push_back(std::move(r));
+        self->monitor(l.handles[i]);
+      }
+      for (size_t i = 0; i < l.services.size(); ++i) {
+        st.services.emplace_back(l.service_labels[i], l.services[i]);
+        self->monitor(l.services[i]);
       }
       st.started = true;
       st.begin = clock_type::now();
@@ -168,6 +234,9 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
       st.stats[label] = std::move(s);
     },
     [=](const stream_error& err) {
+      for (auto& r : self->state.replicas)
+        if (r.label == err.stage && tolerate(self, r, err.cause))
+          return;
       record_error(self, "stage " + err.stage + " failed: " + err.cause);
     },
     [=](stop_atom) {
@@ -208,15 +277,40 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
     opts.progress_interval = interval;
   result.coordinator_ = sys.spawn(coordinator_main, std::move(opts), slot);
 
-  // Spawn every replica, stage by stage.
   std::vector<std::vector<caf::actor>> replicas(spec.stage_size());
   std::vector<caf::actor> handles;
-  std::vector<std::string> labels;
+  std::vector<std::string> labels, stages, may_fail, service_labels;
+  std::vector<caf::actor> service_handles;
   auto kill_spawned = [&] {
     for (auto& h : handles)
       caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+    for (auto& h : service_handles)
+      caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(result.coordinator_, caf::exit_reason::user_shutdown);
   };
+
+  // Services first: stages reach them from their factories.
+  auto context = std::make_shared<job_context>();
+  context->system = &sys;
+  context->topology = std::make_shared<const topology::Topology>(spec);
+  for (auto& service : reg.services()) {
+    if (!service.needed(spec))
+      continue;
+    std::vector<caf::actor> actors;
+    try {
+      actors = service.spawn(sys, spec);
+    } catch (const std::exception& ex) {
+      kill_spawned();
+      throw std::runtime_error(service.name + ": cannot start: " + ex.what());
+    }
+    for (size_t k = 0; k < actors.size(); ++k) {
+      service_handles.push_back(actors[k]);
+      service_labels.push_back(service.name + "[" + std::to_string(k) + "]");
+    }
+    context->services[service.name] = std::move(actors);
+  }
+
+  // Spawn every replica, stage by stage.
   for (int i = 0; i < spec.stage_size(); ++i) {
     auto& s = spec.stage(i);
     auto* type = reg.find(s.type());
@@ -228,6 +322,7 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
       setup.info.replica = r;
       setup.info.replicas = n;
       setup.info.seed = static_cast<uint64_t>(spec.runtime().seed());
+      setup.info.context = context;
       try {
         setup.logic = type->make(setup.info, s);
       } catch (const std::exception& ex) {
@@ -243,13 +338,17 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
       setup.deterministic = spec.runtime().deterministic()
                             && !type->one_to_one;
       labels.push_back(setup.info.label());
+      stages.push_back(s.name());
+      if (r == 0 && type->replicas_may_fail)
+        may_fail.push_back(s.name());
       auto handle = spawn_stage(sys, std::move(setup));
       handles.push_back(handle);
       replicas[i].push_back(handle);
       result.replicas_.emplace_back(labels.back(), handle);
     }
   }
-  caf::anon_send(result.coordinator_, start_atom::value, handles, labels);
+  caf::anon_send(result.coordinator_, start_atom::value, handles, labels,
+                 stages, may_fail, service_handles, service_labels);
 
   // Wire the edges: every producer replica to every consumer replica.
   std::map<std::string, int> index;

@@ -38,6 +38,9 @@ struct run_result {
   bool stopped = false;
   /// One line: which stage failed and why. Empty when ok.
   std::string error;
+  /// Replicas that failed while the job went on (stages whose type allows
+  /// it, such as trainers): "label: cause" each.
+  std::vector<std::string> tolerated_failures;
   job_progress final;
 };
 

@@ -42,4 +42,20 @@ std::vector<const stage_type*> registry::list() const {
   return out;
 }
 
+void registry::add_service(service_type service) {
+  if (service.name.empty() || !service.needed || !service.spawn)
+    throw std::invalid_argument("a service needs a name, needed and spawn");
+  for (auto& s : services_)
+    if (s.name == service.name)
+      throw std::invalid_argument("service '" + service.name
+                                  + "' is already registered");
+  services_.push_back(std::move(service));
+}
+
+void registry::add_topology_check(topology_check check) {
+  if (!check)
+    throw std::invalid_argument("empty topology check");
+  checks_.push_back(std::move(check));
+}
+
 } // namespace af

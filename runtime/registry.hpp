@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "proto/topology.pb.h"
+#include <caf/actor.hpp>
+
 #include "runtime/stage.hpp"
 
 namespace af {
@@ -32,6 +34,10 @@ struct stage_type {
   /// number (parse, decode): such stages may have several replicas in
   /// deterministic mode.
   bool one_to_one = false;
+  /// A failed replica is logged and the job goes on as long as another
+  /// replica of the stage runs or ended normally (trainers: the others keep
+  /// training). The job fails when every replica failed.
+  bool replicas_may_fail = false;
   /// Checks a stage's configuration; returns an empty string when it is
   /// valid, else a message (without file or line: the loader adds them).
   std::function<std::string(const topology::Stage&)> check;
@@ -40,6 +46,32 @@ struct stage_type {
                                              const topology::Stage&)>
     make;
 };
+
+/// Actors a job spawns next to its stages when the topology needs them
+/// (the parameter-server shards). Stages find them by name through
+/// stage_info::context; the job ends them after the last stage ended, and a
+/// service actor that goes down earlier fails the job.
+struct service_type {
+  std::string name;
+  std::function<bool(const topology::Topology&)> needed;
+  /// Spawns the service's actors. May throw std::exception.
+  std::function<std::vector<caf::actor>(caf::actor_system&,
+                                        const topology::Topology&)>
+    spawn;
+};
+
+/// A problem found by a whole-topology check: `path` names the field it is
+/// about, e.g. "training.model.layer[2]" or "stage[3]", so that the loader
+/// can report its line; "" reports line 1.
+struct topology_problem {
+  std::string path;
+  std::string message;
+};
+
+/// Checks that need more than one stage (the training section against the
+/// trainer and evaluator stages).
+using topology_check =
+  std::function<std::vector<topology_problem>(const topology::Topology&)>;
 
 class registry {
 public:
@@ -51,8 +83,19 @@ public:
   /// Every registered type, sorted by name.
   std::vector<const stage_type*> list() const;
 
+  void add_service(service_type service);
+  const std::vector<service_type>& services() const noexcept {
+    return services_;
+  }
+  void add_topology_check(topology_check check);
+  const std::vector<topology_check>& topology_checks() const noexcept {
+    return checks_;
+  }
+
 private:
   std::vector<stage_type> types_;
+  std::vector<service_type> services_;
+  std::vector<topology_check> checks_;
 };
 
 } // namespace af

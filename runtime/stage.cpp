@@ -47,6 +47,16 @@ void stage_logic::restore(const std::string& state) {
     throw std::invalid_argument("this stage keeps no position to restore");
 }
 
+void stage_logic::metrics(std::vector<metric>&) const {
+}
+
+const std::vector<caf::actor>&
+job_context::service(const std::string& name) const {
+  static const std::vector<caf::actor> none;
+  auto it = services.find(name);
+  return it == services.end() ? none : it->second;
+}
+
 std::string stage_info::label() const {
   return name + "[" + std::to_string(replica) + "]";
 }
@@ -122,6 +132,8 @@ using stage_actor = caf::stateful_actor<stage_state>;
 stage_stats snapshot(stage_state& st) {
   auto result = st.stats;
   result.out_edges = st.out.stats();
+  if (st.setup.logic)
+    st.setup.logic->metrics(result.metrics);
   return result;
 }
 

@@ -21,14 +21,32 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <map>
 #include <string>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
 #include "runtime/batch.hpp"
+#include "runtime/stage_stats.hpp"
 
 namespace af {
+
+namespace topology {
+class Topology;
+} // namespace topology
+
+/// What a job shares with every stage it creates: the actor system, the
+/// whole topology (a trainer reads the model from it) and the actors of the
+/// job's services (the parameter-server shards), by service name.
+struct job_context {
+  caf::actor_system* system = nullptr;
+  std::shared_ptr<const topology::Topology> topology;
+  std::map<std::string, std::vector<caf::actor>> services;
+  /// The service's actors, or an empty list.
+  const std::vector<caf::actor>& service(const std::string& name) const;
+};
 
 /// Where a stage's output goes. Pushed items are queued and sent as the
 /// consumers' credit allows; the runtime does not call process() again while
@@ -52,6 +70,8 @@ struct stage_info {
   uint32_t replica = 0;
   uint32_t replicas = 1;
   uint64_t seed = 0;
+  /// Set by af::job; null when a stage is created outside a job (tests).
+  std::shared_ptr<const job_context> context;
   /// "name[replica]", how logs and errors name the replica.
   std::string label() const;
 };
@@ -79,6 +99,9 @@ public:
   /// Continues from a snapshot(); throws std::invalid_argument if `state`
   /// is not one of this stage's snapshots.
   virtual void restore(const std::string& state);
+  /// Adds the stage's own metrics (loss, accuracy...) to `out`; called on
+  /// the replica's thread whenever it reports its stats.
+  virtual void metrics(std::vector<metric>& out) const;
 };
 
 struct stage_setup {

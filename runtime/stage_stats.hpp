@@ -30,6 +30,18 @@ typename Inspector::result_type inspect(Inspector& f, edge_stats& x) {
            x.max_in_flight_bytes, x.lost_items);
 }
 
+/// A named value a stage reports about its own work (a trainer's loss,
+/// an evaluator's accuracy); shown in progress lines and the report.
+struct metric {
+  std::string name;
+  double value = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, metric& x) {
+  return f(caf::meta::type_name("af::metric"), x.name, x.value);
+}
+
 struct stage_stats {
   std::string stage; // "name[replica]"
   std::string stage_name;
@@ -47,6 +59,8 @@ struct stage_stats {
   double wait_input_s = 0;
   double wait_credit_s = 0;
   std::vector<edge_stats> out_edges;
+  /// The stage logic's own metrics (stage_logic::metrics).
+  std::vector<metric> metrics;
 };
 
 template <class Inspector>
@@ -54,7 +68,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_stats& x) {
   return f(caf::meta::type_name("af::stage_stats"), x.stage, x.stage_name,
            x.replica, x.is_sink, x.items_in, x.records_in, x.bytes_in,
            x.items_out, x.records_out, x.bytes_out, x.busy_s, x.wait_input_s,
-           x.wait_credit_s, x.out_edges);
+           x.wait_credit_s, x.out_edges, x.metrics);
 }
 
 } // namespace af

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -83,6 +84,9 @@ public:
     check_edges();
     result.order = check_cycles();
     check_runtime();
+    for (auto& check : reg_.topology_checks())
+      for (auto& problem : check(spec_))
+        error(path_line(problem.path), problem.message);
     return result;
   }
 
@@ -108,6 +112,36 @@ private:
     auto* sub = st ? st->GetTreeForNested(in_field, input) : nullptr;
     auto* f = topology::Input::descriptor()->FindFieldByName(name);
     return line_of(sub, f, -1, fallback);
+  }
+
+  // The line of a field path such as "training.model.layer[2].units":
+  // the deepest part that was written in the file.
+  int path_line(const std::string& path) const {
+    const pb::Descriptor* desc = topology::Topology::descriptor();
+    const pb::TextFormat::ParseInfoTree* tree = &tree_;
+    int line = 1;
+    size_t pos = 0;
+    while (pos < path.size() && tree != nullptr && desc != nullptr) {
+      auto end = path.find('.', pos);
+      auto part = path.substr(pos, end == std::string::npos ? end : end - pos);
+      pos = end == std::string::npos ? path.size() : end + 1;
+      int index = -1;
+      if (auto br = part.find('['); br != std::string::npos) {
+        index = std::atoi(part.c_str() + br + 1);
+        part.resize(br);
+      }
+      auto* field = desc->FindFieldByName(part);
+      if (field == nullptr)
+        break;
+      if (!field->is_repeated())
+        index = -1;
+      line = line_of(tree, field, index, line);
+      if (field->type() != pb::FieldDescriptor::TYPE_MESSAGE)
+        break;
+      tree = tree->GetTreeForNested(field, index);
+      desc = field->message_type();
+    }
+    return line;
   }
 
   void check_names() {
