@@ -3,8 +3,11 @@
 #include "actors/batcher.hpp"
 #include "actors/cache.hpp"
 #include "actors/csv_source.hpp"
+#include "actors/ctr_source.hpp"
+#include "actors/evaluator.hpp"
 #include "actors/example_parse.hpp"
 #include "actors/idx_source.hpp"
+#include "actors/ps_shard.hpp"
 #include "actors/image_folder_source.hpp"
 #include "actors/image_decode.hpp"
 #include "actors/shuffle.hpp"
@@ -12,9 +15,46 @@
 #include "actors/synthetic_source.hpp"
 #include "actors/take.hpp"
 #include "actors/tfrecord_source.hpp"
+#include "actors/trainer.hpp"
+#include "actors/training_spec.hpp"
 #include "actors/transform.hpp"
 
 namespace af {
+
+namespace {
+
+// The parameter-server shards of a training job, one service.
+service_type ps_service_type() {
+  service_type s;
+  s.name = ps_service;
+  s.needed = [](const topology::Topology& topo) {
+    for (auto& stage : topo.stage())
+      if (stage.type() == "trainer")
+        return true;
+    return false;
+  };
+  s.spawn = [](caf::actor_system& sys, const topology::Topology& topo) {
+    auto spec = training_spec_of(topo);
+    std::vector<caf::actor> shards;
+    for (uint32_t k = 0; k < spec.shards; ++k) {
+      ps_shard_config cfg;
+      cfg.shard = k;
+      cfg.shards = spec.shards;
+      cfg.params = spec.params;
+      cfg.optimizer = spec.optimizer;
+      cfg.staleness = spec.staleness;
+      cfg.scale_lr_by_staleness = spec.scale_lr_by_staleness;
+      cfg.expected_workers = spec.workers;
+      cfg.seed = spec.seed;
+      cfg.name = std::string{ps_service} + "[" + std::to_string(k) + "]";
+      shards.push_back(spawn_ps_shard(sys, std::move(cfg)));
+    }
+    return shards;
+  };
+  return s;
+}
+
+} // namespace
 
 void register_builtin_stages(registry& reg) {
   reg.add(synthetic_source_type());
@@ -31,6 +71,11 @@ void register_builtin_stages(registry& reg) {
   reg.add(skip_type());
   reg.add(csv_source_type());
   reg.add(image_folder_source_type());
+  reg.add(ctr_source_type());
+  reg.add(trainer_type());
+  reg.add(evaluator_type());
+  reg.add_topology_check(check_training);
+  reg.add_service(ps_service_type());
 }
 
 } // namespace af

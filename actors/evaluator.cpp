@@ -1,1 +1,224 @@
-// placeholder
+#include "actors/evaluator.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/model_feed.hpp"
+#include "actors/training_spec.hpp"
+
+namespace af {
+
+double roc_auc(const std::vector<float>& scores,
+               const std::vector<float>& labels) {
+  auto n = scores.size();
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return scores[a] < scores[b]; });
+  // Mann-Whitney U: the rank sum of the positives, ties given their mean
+  // rank.
+  double positives = 0, rank_sum = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && scores[order[j]] == scores[order[i]])
+      ++j;
+    double mean_rank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2;
+    for (size_t k = i; k < j; ++k)
+      if (labels[order[k]] > 0.5f) {
+        positives += 1;
+        rank_sum += mean_rank;
+      }
+    i = j;
+  }
+  double negatives = static_cast<double>(n) - positives;
+  if (positives == 0 || negatives == 0)
+    return 0.5;
+  return (rank_sum - positives * (positives + 1) / 2)
+         / (positives * negatives);
+}
+
+namespace {
+
+struct evaluator_config {
+  int64_t every_steps = 0;
+  std::string device = "cpu";
+  std::string reference;
+};
+
+evaluator_config config_of(const topology::Stage& s) {
+  evaluator_config c;
+  auto& p = s.evaluator();
+  c.every_steps = p.every_steps();
+  if (!p.device().empty())
+    c.device = p.device();
+  c.reference = p.reference_score();
+  return c;
+}
+
+class evaluator : public stage_logic {
+public:
+  evaluator(const stage_info& info, const topology::Stage& s)
+    : info_(info), cfg_(config_of(s)) {
+    if (!info.context || !info.context->topology)
+      throw std::runtime_error("an evaluator runs inside a job");
+    spec_ = training_spec_of(*info.context->topology);
+    dev_ = gpu::make_device(cfg_.device);
+    model_ = std::make_unique<gpu::model>(spec_.model, *dev_);
+    client_ = std::make_unique<ps_client>(*info.context->system,
+                                          info.context->service(ps_service),
+                                          spec_, ps_observer);
+  }
+
+  void process(batch&& item, emitter&) override {
+    host_batch h;
+    to_host(spec_, item, h, info_.label(), cfg_.reference);
+    rows_.insert(h.rows.begin(), h.rows.end());
+    records_ += static_cast<uint64_t>(h.n);
+    test_.push_back(std::move(h));
+  }
+
+  void finish(emitter&) override {
+    if (test_.empty())
+      throw std::runtime_error("the evaluator's input (the held-out split) "
+                               "had no records");
+    if (!cfg_.reference.empty()) {
+      std::vector<float> scores, labels;
+      for (auto& h : test_) {
+        scores.insert(scores.end(), h.reference.begin(), h.reference.end());
+        labels.insert(labels.end(), h.binary.begin(), h.binary.end());
+      }
+      reference_auc_ = roc_auc(scores, labels);
+    }
+    auto every = static_cast<uint64_t>(cfg_.every_steps);
+    uint64_t next = every > 0 ? every : std::numeric_limits<uint64_t>::max();
+    for (;;) {
+      auto progress = client_->wait(next);
+      evaluate(progress.steps, progress.finished);
+      if (progress.finished)
+        break;
+      next = (progress.steps / every + 1) * every;
+    }
+  }
+
+  void metrics(std::vector<metric>& out) const override {
+    if (evaluations_ == 0)
+      return;
+    out.push_back({"eval_step", static_cast<double>(step_)});
+    out.push_back({"test_loss", loss_});
+    if (spec_.softmax())
+      out.push_back({"test_accuracy", accuracy_});
+    else
+      out.push_back({"test_auc", auc_});
+    if (!cfg_.reference.empty())
+      out.push_back({"reference_auc", reference_auc_});
+    out.push_back({"evaluations", static_cast<double>(evaluations_)});
+  }
+
+private:
+  void evaluate(uint64_t step, bool final) {
+    std::vector<int64_t> rows(rows_.begin(), rows_.end());
+    client_->pull(*model_, 0, rows);
+    // Batches index the model's local rows through the sorted row list.
+    double loss = 0;
+    int64_t correct = 0;
+    std::vector<float> scores, labels, logits;
+    gpu::darray x, y;
+    for (auto& h : test_) {
+      if (!h.local.empty())
+        remap(h, rows);
+      x.reserve(*dev_, h.input_bytes());
+      y.reserve(*dev_, h.label_bytes());
+      dev_->upload(x.get(), h.input(), h.input_bytes());
+      dev_->upload(y.get(), h.labels(), h.label_bytes());
+      auto r = model_->evaluate(x.get(), y.get(), h.n,
+                                spec_.softmax() ? nullptr : &logits);
+      loss += r.loss_sum;
+      correct += r.correct;
+      if (!spec_.softmax()) {
+        scores.insert(scores.end(), logits.begin(), logits.end());
+        labels.insert(labels.end(), h.binary.begin(), h.binary.end());
+      }
+    }
+    auto n = static_cast<double>(records_);
+    loss_ = loss / n;
+    accuracy_ = static_cast<double>(correct) / n;
+    if (!spec_.softmax())
+      auc_ = roc_auc(scores, labels);
+    step_ = step;
+    ++evaluations_;
+    if (spec_.softmax())
+      spdlog::info("{}: {}step {}: test loss {:.4f}, accuracy {:.4f} ({} "
+                   "records)",
+                   info_.label(), final ? "final, " : "", step, loss_,
+                   accuracy_, records_);
+    else
+      spdlog::info("{}: {}step {}: test loss {:.4f}, AUC {:.4f}{} ({} "
+                   "records)",
+                   info_.label(), final ? "final, " : "", step, loss_, auc_,
+                   cfg_.reference.empty()
+                     ? std::string{}
+                     : fmt::format(" (reference {:.4f})", reference_auc_),
+                   records_);
+  }
+
+  // A stored batch's local rows point into its own row list; the pulled
+  // table holds every test row in `rows` order.
+  static void remap(host_batch& h, const std::vector<int64_t>& rows) {
+    for (auto& l : h.local) {
+      auto id = h.rows[static_cast<size_t>(l)];
+      l = static_cast<int32_t>(std::lower_bound(rows.begin(), rows.end(), id)
+                               - rows.begin());
+    }
+    h.rows = rows;
+  }
+
+  stage_info info_;
+  evaluator_config cfg_;
+  training_spec spec_;
+  std::unique_ptr<gpu::device> dev_;
+  std::unique_ptr<gpu::model> model_;
+  std::unique_ptr<ps_client> client_;
+  std::vector<host_batch> test_;
+  std::set<int64_t> rows_;
+  uint64_t records_ = 0;
+  uint64_t step_ = 0, evaluations_ = 0;
+  double loss_ = 0, accuracy_ = 0, auc_ = 0.5, reference_auc_ = 0;
+};
+
+std::string check(const topology::Stage& s) {
+  if (s.config_case() != topology::Stage::kEvaluator
+      && s.config_case() != topology::Stage::CONFIG_NOT_SET)
+    return "expects an evaluator { ... } block";
+  auto c = config_of(s);
+  if (c.every_steps < 0)
+    return "every_steps must be >= 0 (0: only at the end)";
+  if (!valid_device_spec(c.device))
+    return "device must be \"cpu\", \"cuda\" or \"cuda:N\", got \"" + c.device
+           + "\"";
+  if (s.has_replicas() && s.replicas() != 1)
+    return "an evaluator has one replica";
+  return {};
+}
+
+} // namespace
+
+stage_type evaluator_type() {
+  stage_type t;
+  t.name = "evaluator";
+  t.kind = stage_kind::sink;
+  t.description = "evaluates the topology's model on a held-out split "
+                  "every N steps and at the end";
+  t.blocking = true;
+  t.check = check;
+  t.make = [](const stage_info& info, const topology::Stage& s) {
+    return std::make_shared<evaluator>(info, s);
+  };
+  return t;
+}
+
+} // namespace af

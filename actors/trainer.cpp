@@ -1,1 +1,255 @@
-// placeholder
+#include "actors/trainer.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/model_feed.hpp"
+#include "actors/training_spec.hpp"
+#include "runtime/random.hpp"
+
+namespace af {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct trainer_config {
+  std::string device = "cpu";
+  double topk_fraction = 0;
+  int64_t log_every = 100;
+  int64_t fail_at_step = 0; // 0: never
+  int64_t fail_replica = 0;
+};
+
+trainer_config config_of(const topology::Stage& s) {
+  trainer_config c;
+  auto& p = s.trainer();
+  if (!p.device().empty())
+    c.device = p.device();
+  c.topk_fraction = p.topk_fraction();
+  if (p.has_log_every_steps())
+    c.log_every = p.log_every_steps();
+  c.fail_at_step = p.fail_at_step();
+  c.fail_replica = p.fail_replica();
+  return c;
+}
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+// A batch staged on the device: the host copy (pinned on CUDA) and the
+// device buffers the step reads.
+struct slot {
+  host_batch host;
+  void* pinned = nullptr;
+  size_t pinned_bytes = 0;
+  gpu::darray x, labels;
+  bool full = false;
+};
+
+class trainer : public stage_logic {
+public:
+  trainer(const stage_info& info, const topology::Stage& s)
+    : info_(info), cfg_(config_of(s)) {
+    if (!info.context || !info.context->topology)
+      throw std::runtime_error("a trainer runs inside a job");
+    spec_ = training_spec_of(*info.context->topology);
+    dev_ = gpu::make_device(cfg_.device);
+    model_ = std::make_unique<gpu::model>(spec_.model, *dev_);
+    client_ = std::make_unique<ps_client>(*info.context->system,
+                                          info.context->service(ps_service),
+                                          spec_, info.replica);
+    // Registered before any data flows, so that the shards count this
+    // worker from the first clock on (and notice if it dies early).
+    client_->join();
+    spdlog::debug("{}: training on {}", info_.label(), dev_->name());
+  }
+
+  ~trainer() override {
+    for (auto& s : slots_)
+      if (s.pinned != nullptr)
+        dev_->deallocate_host(s.pinned);
+  }
+
+  void process(batch&& item, emitter&) override {
+    auto now = clock_type::now();
+    if (last_end_ != clock_type::time_point{})
+      wait_data_s_ += std::chrono::duration<double>(now - last_end_).count();
+    if (first_ == clock_type::time_point{})
+      first_ = now;
+    auto& next = slots_[next_];
+    to_host(spec_, item, next.host, info_.label());
+    stage(next);
+    // The batch staged before this one is on its way to the device: train
+    // on it while this one's copy is queued.
+    auto& prev = slots_[1 - next_];
+    if (prev.full)
+      step(prev, &next);
+    else
+      upload(next);
+    next.full = true;
+    next_ = 1 - next_;
+    last_end_ = clock_type::now();
+  }
+
+  void finish(emitter&) override {
+    auto& last = slots_[1 - next_];
+    if (last.full)
+      step(last, nullptr);
+    client_->leave();
+    spdlog::info("{}: {} steps, {} samples, loss {:.4f}, {:.0f} samples/s",
+                 info_.label(), steps_, samples_, mean_loss(),
+                 samples_per_s());
+  }
+
+  void metrics(std::vector<metric>& out) const override {
+    out.push_back({"epoch", static_cast<double>(epoch_)});
+    out.push_back({"step", static_cast<double>(steps_)});
+    out.push_back({"samples", static_cast<double>(samples_)});
+    out.push_back({"loss", mean_loss()});
+    out.push_back({"samples_per_s", samples_per_s()});
+    out.push_back({"staleness_mean", steps_ ? staleness_sum_ / steps_ : 0.0});
+    out.push_back({"staleness_max", static_cast<double>(staleness_max_)});
+    out.push_back({"wait_data_s", wait_data_s_});
+    out.push_back({"wait_params_s", wait_params_s_});
+    out.push_back({"skipped_steps", static_cast<double>(skipped_)});
+  }
+
+private:
+  // Copies the host batch into pinned memory (device buffers sized too).
+  void stage(slot& s) {
+    auto in = s.host.input_bytes();
+    auto lb = s.host.label_bytes();
+    if (s.pinned_bytes < in + lb) {
+      if (s.pinned != nullptr)
+        dev_->deallocate_host(s.pinned);
+      s.pinned = dev_->allocate_host(in + lb);
+      s.pinned_bytes = in + lb;
+    }
+    std::memcpy(s.pinned, s.host.input(), in);
+    std::memcpy(static_cast<char*>(s.pinned) + in, s.host.labels(), lb);
+    s.x.reserve(*dev_, in);
+    s.labels.reserve(*dev_, lb);
+  }
+
+  void upload(slot& s) {
+    auto in = s.host.input_bytes();
+    dev_->upload_async(s.x.get(), s.pinned, in);
+    dev_->upload_async(s.labels.get(), static_cast<char*>(s.pinned) + in,
+                       s.host.label_bytes());
+  }
+
+  void step(slot& cur, slot* next) {
+    auto clock = steps_;
+    wait_params_s_ += client_->pull(*model_, clock, cur.host.rows);
+    dev_->wait_uploads(); // cur's data is on the device
+    if (next != nullptr)
+      upload(*next); // overlaps the step below on CUDA
+    auto seed = mix64(mix64(info_.seed ^ 0x7472616eULL) ^ info_.replica)
+                ^ mix64(clock);
+    auto r = model_->train_step(cur.x.get(), cur.labels.get(), cur.host.n,
+                                seed);
+    ++steps_;
+    if (cfg_.fail_at_step > 0 && cfg_.fail_replica == info_.replica
+        && static_cast<int64_t>(steps_) == cfg_.fail_at_step)
+      throw std::runtime_error("fault injection: trainer fails at step "
+                               + std::to_string(steps_));
+    auto pushed = client_->push(*model_, steps_,
+                                static_cast<uint64_t>(cur.host.n),
+                                cur.host.rows, cfg_.topk_fraction);
+    cur.full = false;
+    if (!pushed.nonfinite.empty()) {
+      if (spec_.fail_on_nonfinite)
+        throw std::runtime_error("gradient of variable '" + pushed.nonfinite
+                                 + "' has NaN or Inf at step "
+                                 + std::to_string(steps_));
+      if (skipped_++ < 10)
+        spdlog::warn("{}: gradient of variable '{}' has NaN or Inf at step "
+                     "{}; step skipped ({} so far)",
+                     info_.label(), pushed.nonfinite, steps_, skipped_);
+      return;
+    }
+    staleness_sum_ += pushed.staleness_mean;
+    staleness_max_ = std::max(staleness_max_, pushed.staleness_max);
+    if (cur.host.epoch != epoch_) {
+      epoch_ = cur.host.epoch;
+      epoch_loss_ = 0;
+      epoch_samples_ = 0;
+    }
+    epoch_loss_ += r.loss_sum;
+    epoch_samples_ += static_cast<uint64_t>(cur.host.n);
+    samples_ += static_cast<uint64_t>(cur.host.n);
+    if (cfg_.log_every > 0
+        && steps_ % static_cast<uint64_t>(cfg_.log_every) == 0)
+      spdlog::info("{}: epoch {} step {} loss {:.4f} {:.0f} samples/s "
+                   "staleness {:.2f}",
+                   info_.label(), epoch_ + 1, steps_, mean_loss(),
+                   samples_per_s(), staleness_sum_ / steps_);
+  }
+
+  double mean_loss() const {
+    return epoch_samples_ ? epoch_loss_ / static_cast<double>(epoch_samples_)
+                          : 0.0;
+  }
+
+  double samples_per_s() const {
+    if (first_ == clock_type::time_point{})
+      return 0;
+    auto secs = seconds_since(first_);
+    return secs > 0 ? static_cast<double>(samples_) / secs : 0.0;
+  }
+
+  stage_info info_;
+  trainer_config cfg_;
+  training_spec spec_;
+  std::unique_ptr<gpu::device> dev_;
+  std::unique_ptr<gpu::model> model_;
+  std::unique_ptr<ps_client> client_;
+  slot slots_[2];
+  int next_ = 0;
+  uint64_t steps_ = 0, samples_ = 0, skipped_ = 0, epoch_ = 0;
+  double epoch_loss_ = 0;
+  uint64_t epoch_samples_ = 0;
+  double staleness_sum_ = 0;
+  uint64_t staleness_max_ = 0;
+  double wait_data_s_ = 0, wait_params_s_ = 0;
+  clock_type::time_point first_{}, last_end_{};
+};
+
+std::string check(const topology::Stage& s) {
+  if (s.config_case() != topology::Stage::kTrainer
+      && s.config_case() != topology::Stage::CONFIG_NOT_SET)
+    return "expects a trainer { ... } block";
+  auto c = config_of(s);
+  if (!valid_device_spec(c.device))
+    return "device must be \"cpu\", \"cuda\" or \"cuda:N\", got \"" + c.device
+           + "\"";
+  if (!(c.topk_fraction >= 0 && c.topk_fraction < 1))
+    return "topk_fraction must be in [0, 1) (0: push every gradient)";
+  if (c.log_every < 0)
+    return "log_every_steps must be >= 0";
+  return {};
+}
+
+} // namespace
+
+stage_type trainer_type() {
+  stage_type t;
+  t.name = "trainer";
+  t.kind = stage_kind::sink;
+  t.description = "trains the topology's model against the parameter "
+                  "servers (pull, forward/backward, push)";
+  t.blocking = true; // BLAS/GPU steps and blocking pulls
+  t.replicas_may_fail = true;
+  t.check = check;
+  t.make = [](const stage_info& info, const topology::Stage& s) {
+    return std::make_shared<trainer>(info, s);
+  };
+  return t;
+}
+
+} // namespace af

@@ -1,1 +1,179 @@
-// placeholder
+#include "actors/training_spec.hpp"
+
+#include <cctype>
+#include <stdexcept>
+
+namespace af {
+
+namespace {
+
+constexpr const char* trainer_type = "trainer";
+constexpr const char* evaluator_type = "evaluator";
+
+gpu::layer_spec layer_of(const topology::Layer& l) {
+  gpu::layer_spec s;
+  s.type = l.type();
+  s.units = l.units();
+  s.filters = l.filters();
+  s.kernel = l.kernel();
+  if (l.has_stride())
+    s.stride = l.stride();
+  s.padding = l.padding();
+  if (l.has_pool())
+    s.pool = l.pool();
+  s.pool_stride = l.pool_stride();
+  s.rate = l.rate();
+  s.rows = l.rows();
+  s.dim = l.dim();
+  return s;
+}
+
+gpu::optimizer_config optimizer_of(const topology::Optimizer& o) {
+  gpu::optimizer_config c;
+  c.type = o.type().empty() ? "sgd" : o.type();
+  c.learning_rate = o.has_learning_rate() ? o.learning_rate()
+                    : c.type == "adam"    ? 0.001
+                                          : 0.01;
+  if (o.has_momentum())
+    c.momentum = o.momentum();
+  c.nesterov = o.nesterov();
+  if (o.has_beta1())
+    c.beta1 = o.beta1();
+  if (o.has_beta2())
+    c.beta2 = o.beta2();
+  c.epsilon = o.has_epsilon() ? o.epsilon()
+              : c.type == "adagrad" ? 1e-10
+                                    : 1e-7;
+  if (o.has_initial_accumulator())
+    c.initial_accumulator = o.initial_accumulator();
+  return c;
+}
+
+// Reads everything that can be read; collects what is wrong.
+training_spec read(const topology::Topology& topo,
+                   std::vector<topology_problem>& problems) {
+  training_spec t;
+  auto& tr = topo.training();
+  auto& m = tr.model();
+  t.input = m.input();
+  t.label = m.label().empty() ? "label" : m.label();
+  t.model.input_shape.assign(m.input_shape().begin(), m.input_shape().end());
+  for (auto& l : m.layer())
+    t.model.layers.push_back(layer_of(l));
+  t.model.loss = m.loss().empty() ? "softmax_cross_entropy" : m.loss();
+  if (t.input.empty())
+    problems.push_back({"training.model",
+                        "training.model.input must name the batch field "
+                        "that feeds the model"});
+  bool shape_ok = !t.model.input_shape.empty();
+  for (auto d : t.model.input_shape)
+    shape_ok = shape_ok && d > 0;
+  if (!shape_ok)
+    problems.push_back({"training.model.input_shape",
+                        "training.model.input_shape must list the positive "
+                        "dimensions of one sample, e.g. [784] or [1, 28, 28]"});
+  else {
+    try {
+      t.params = gpu::param_specs(t.model);
+    } catch (const std::exception& ex) {
+      // "layer N (...)": point at that layer when the message names one.
+      std::string path = "training.model";
+      std::string msg = ex.what();
+      if (msg.rfind("layer ", 0) == 0 && msg.size() > 6
+          && std::isdigit(static_cast<unsigned char>(msg[6])))
+        path += ".layer[" + std::to_string(std::atoi(msg.c_str() + 6)) + "]";
+      problems.push_back({path, "training.model: " + msg});
+    }
+  }
+  t.optimizer = optimizer_of(tr.optimizer());
+  if (auto msg = gpu::check(t.optimizer); !msg.empty())
+    problems.push_back({"training.optimizer", "training.optimizer: " + msg});
+  auto& ps = tr.ps();
+  if (ps.has_shards() && ps.shards() < 1)
+    problems.push_back({"training.ps.shards",
+                        "training.ps.shards must be >= 1, got "
+                          + std::to_string(ps.shards())});
+  t.shards = ps.has_shards() && ps.shards() > 0
+               ? static_cast<uint32_t>(ps.shards())
+               : 1;
+  if (ps.has_staleness()) {
+    if (ps.staleness() < 0)
+      problems.push_back({"training.ps.staleness",
+                          "training.ps.staleness must be >= 0 (leave it "
+                          "unset for unbounded staleness), got "
+                            + std::to_string(ps.staleness())});
+    else
+      t.staleness = static_cast<uint64_t>(ps.staleness());
+  }
+  t.scale_lr_by_staleness = ps.scale_lr_by_staleness();
+  if (tr.on_nonfinite() != "" && tr.on_nonfinite() != "skip"
+      && tr.on_nonfinite() != "fail")
+    problems.push_back({"training.on_nonfinite",
+                        "training.on_nonfinite must be \"skip\" or \"fail\", "
+                        "got \"" + tr.on_nonfinite() + "\""});
+  t.fail_on_nonfinite = tr.on_nonfinite() == "fail";
+  for (auto& s : topo.stage())
+    if (s.type() == trainer_type)
+      t.workers += static_cast<uint32_t>(s.has_replicas() ? s.replicas() : 1);
+  t.seed = static_cast<uint64_t>(topo.runtime().seed());
+  return t;
+}
+
+} // namespace
+
+bool valid_device_spec(const std::string& spec) {
+  if (spec == "cpu" || spec == "cuda")
+    return true;
+  if (spec.rfind("cuda:", 0) != 0 || spec.size() == 5)
+    return false;
+  for (size_t i = 5; i < spec.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(spec[i])))
+      return false;
+  return true;
+}
+
+training_spec training_spec_of(const topology::Topology& topo) {
+  std::vector<topology_problem> problems;
+  auto t = read(topo, problems);
+  if (!problems.empty())
+    throw std::invalid_argument(problems.front().message);
+  return t;
+}
+
+std::vector<topology_problem> check_training(const topology::Topology& topo) {
+  std::vector<topology_problem> problems;
+  int trainer_stages = 0;
+  int first_user = -1;
+  for (int i = 0; i < topo.stage_size(); ++i) {
+    auto& type = topo.stage(i).type();
+    if (type == trainer_type)
+      ++trainer_stages;
+    if ((type == trainer_type || type == evaluator_type) && first_user < 0)
+      first_user = i;
+  }
+  if (first_user < 0) {
+    if (topo.has_training())
+      problems.push_back({"training",
+                          "the topology has a training section but no "
+                          "trainer stage uses it"});
+    return problems;
+  }
+  if (!topo.has_training()) {
+    problems.push_back({"stage[" + std::to_string(first_user) + "]",
+                        "stage '" + topo.stage(first_user).name()
+                          + "' needs a training { model { ... } } section "
+                            "in the topology"});
+    return problems;
+  }
+  if (trainer_stages == 0)
+    problems.push_back({"training",
+                        "the topology has an evaluator but no trainer stage"});
+  if (trainer_stages > 1)
+    problems.push_back({"training",
+                        "the topology has several trainer stages; use one "
+                        "trainer stage with replicas"});
+  read(topo, problems);
+  return problems;
+}
+
+} // namespace af

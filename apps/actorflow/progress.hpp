@@ -31,6 +31,20 @@ private:
   std::chrono::steady_clock::time_point last_log_;
 };
 
+/// What the trainers and the evaluator report (their stage metrics),
+/// summed or combined over the replicas.
+struct training_view {
+  bool training = false; // some stage reports "step"
+  double epoch = 0;      // 1-based, the furthest trainer
+  double steps = 0, samples = 0, samples_per_s = 0;
+  double loss = 0;       // mean of the trainers' epoch losses
+  double staleness_max = 0, skipped = 0;
+  bool evaluated = false;
+  double eval_step = 0, test_loss = 0, test_accuracy = -1, test_auc = -1,
+         reference_auc = -1;
+};
+training_view training_of(const job_progress& p);
+
 /// "1.23 M", "456.7 k", "12": compact counts for the progress line.
 std::string human_count(double v);
 /// "12.3 MB", "1.50 GB".

@@ -54,6 +54,30 @@ void print_summary(std::FILE* out, const std::string& job_name,
                  static_cast<unsigned long long>(x.out), pct(x.busy),
                  pct(x.wait_in), pct(x.wait_credit));
   }
+  auto t = training_of(p);
+  if (t.training) {
+    std::fprintf(out,
+                 "  training: %.0f steps, %.0f samples, %.0f samples/s, "
+                 "last epoch's loss %.4f, max staleness %.0f",
+                 t.steps, t.samples, t.samples / secs, t.loss,
+                 t.staleness_max);
+    if (t.skipped > 0)
+      std::fprintf(out, ", %.0f steps skipped (NaN/Inf)", t.skipped);
+    std::fprintf(out, "\n");
+  }
+  if (t.evaluated) {
+    std::fprintf(out, "  test (step %.0f): loss %.4f", t.eval_step,
+                 t.test_loss);
+    if (t.test_accuracy >= 0)
+      std::fprintf(out, ", accuracy %.4f", t.test_accuracy);
+    if (t.test_auc >= 0)
+      std::fprintf(out, ", AUC %.4f", t.test_auc);
+    if (t.reference_auc >= 0)
+      std::fprintf(out, " (planted model's AUC %.4f)", t.reference_auc);
+    std::fprintf(out, "\n");
+  }
+  for (auto& f : r.tolerated_failures)
+    std::fprintf(out, "  replica lost, job went on: %s\n", f.c_str());
 }
 
 } // namespace af::cli

@@ -1,0 +1,451 @@
+#include "actors/model_feed.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+namespace af {
+
+namespace {
+
+int64_t per_sample(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (auto d : shape)
+    n *= d;
+  return n;
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (auto d : shape)
+    s += (s.empty() ? "" : "x") + std::to_string(d);
+  return s;
+}
+
+// Values of an integer tensor as int64, whatever its integer dtype.
+int64_t int_at(const tensor& t, int64_t i) {
+  switch (t.type()) {
+    case dtype::u8:
+      return t.data_as<uint8_t>()[i];
+    case dtype::i32:
+      return t.data_as<int32_t>()[i];
+    case dtype::i64:
+      return t.data_as<int64_t>()[i];
+    default:
+      return 0;
+  }
+}
+
+bool is_int(dtype t) {
+  return t == dtype::u8 || t == dtype::i32 || t == dtype::i64;
+}
+
+} // namespace
+
+void to_host(const training_spec& spec, const batch& b, host_batch& out,
+             const std::string& where, const std::string& reference) {
+  auto& x = b.at(spec.input);
+  auto n = x.rows();
+  if (n < 1 || x.shape().empty())
+    throw std::invalid_argument(where + ": field '" + spec.input
+                                + "' holds no records");
+  std::vector<int64_t> sample(x.shape().begin() + 1, x.shape().end());
+  auto want = per_sample(spec.model.input_shape);
+  if (per_sample(sample) != want)
+    throw std::invalid_argument(
+      where + ": field '" + spec.input + "' has "
+      + std::to_string(per_sample(sample)) + " values per record (shape "
+      + (sample.empty() ? std::string{"scalar"} : shape_string(sample))
+      + "), the model's input_shape " + shape_string(spec.model.input_shape)
+      + " needs " + std::to_string(want));
+  out.n = static_cast<int>(n);
+  out.epoch = b.epoch;
+  auto total = n * want;
+  bool embedding = !spec.model.layers.empty()
+                   && spec.model.layers.front().type == "embedding";
+  out.x.clear();
+  out.local.clear();
+  out.rows.clear();
+  if (embedding) {
+    if (!is_int(x.type()))
+      throw std::invalid_argument(where + ": field '" + spec.input
+                                  + "' feeds an embedding and must hold "
+                                    "integer ids, not "
+                                  + dtype_name(x.type()));
+    auto rows = spec.model.layers.front().rows;
+    std::unordered_map<int64_t, int32_t> local;
+    local.reserve(static_cast<size_t>(total));
+    out.local.resize(static_cast<size_t>(total));
+    for (int64_t i = 0; i < total; ++i) {
+      auto id = int_at(x, i);
+      if (id < 0 || id >= rows)
+        throw std::invalid_argument(
+          where + ": field '" + spec.input + "' record "
+          + std::to_string(i / want) + " holds id " + std::to_string(id)
+          + ", outside the embedding table's rows [0, " + std::to_string(rows)
+          + ")");
+      auto [it, added] =
+        local.emplace(id, static_cast<int32_t>(out.rows.size()));
+      if (added)
+        out.rows.push_back(id);
+      out.local[static_cast<size_t>(i)] = it->second;
+    }
+  } else {
+    out.x.resize(static_cast<size_t>(total));
+    switch (x.type()) {
+      case dtype::f32:
+        std::memcpy(out.x.data(), x.data(),
+                    static_cast<size_t>(total) * sizeof(float));
+        break;
+      case dtype::u8: {
+        auto* p = x.data_as<uint8_t>();
+        for (int64_t i = 0; i < total; ++i)
+          out.x[static_cast<size_t>(i)] = static_cast<float>(p[i]) / 255.0f;
+        break;
+      }
+      case dtype::f64: {
+        auto* p = x.data_as<double>();
+        for (int64_t i = 0; i < total; ++i)
+          out.x[static_cast<size_t>(i)] = static_cast<float>(p[i]);
+        break;
+      }
+      default:
+        throw std::invalid_argument(where + ": field '" + spec.input
+                                    + "' is " + dtype_name(x.type())
+                                    + "; the model takes f32, f64 or u8 "
+                                      "(scaled to [0, 1])");
+    }
+  }
+  auto& y = b.at(spec.label);
+  if (y.rows() != n || y.elements() != n || !is_int(y.type()))
+    throw std::invalid_argument(
+      where + ": label field '" + spec.label
+      + "' must hold one integer per record (" + std::to_string(n)
+      + "), got " + dtype_name(y.type()) + " with "
+      + std::to_string(y.elements()) + " values");
+  out.classes.clear();
+  out.binary.clear();
+  if (spec.softmax()) {
+    auto classes = gpu::output_width(spec.model);
+    out.classes.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      auto v = int_at(y, i);
+      if (v < 0 || v >= classes)
+        throw std::invalid_argument(
+          where + ": label " + std::to_string(v) + " of record "
+          + std::to_string(i) + " (epoch " + std::to_string(b.epoch)
+          + ") is outside the model's classes [0, " + std::to_string(classes)
+          + ")");
+      out.classes[static_cast<size_t>(i)] = static_cast<int32_t>(v);
+    }
+  } else {
+    out.binary.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      auto v = int_at(y, i);
+      if (v != 0 && v != 1)
+        throw std::invalid_argument(
+          where + ": label " + std::to_string(v) + " of record "
+          + std::to_string(i)
+          + " is not 0 or 1 (sigmoid_binary_cross_entropy)");
+      out.binary[static_cast<size_t>(i)] = static_cast<float>(v);
+    }
+  }
+  out.reference.clear();
+  if (!reference.empty()) {
+    auto& r = b.at(reference);
+    if (r.type() != dtype::f32 || r.elements() != n)
+      throw std::invalid_argument(where + ": reference field '" + reference
+                                  + "' must hold one f32 per record");
+    out.reference.assign(r.data_as<float>(), r.data_as<float>() + n);
+  }
+}
+
+// --- ps_client ---------------------------------------------------------------
+
+struct ps_client::impl {
+  caf::actor_system& sys;
+  std::vector<caf::actor> shards;
+  const training_spec& spec;
+  uint32_t worker;
+  caf::scoped_actor self;
+  std::vector<uint64_t> read_version; // per shard
+  int sparse = -1;                    // index of the sparse param
+  std::vector<std::vector<float>> residual;
+  std::vector<float> host;
+  std::unordered_map<int64_t, int32_t> local;
+
+  impl(caf::actor_system& s, std::vector<caf::actor> sh,
+       const training_spec& sp, uint32_t w)
+    : sys(s), shards(std::move(sh)), spec(sp), worker(w), self(s) {
+    read_version.assign(shards.size(), 0);
+    for (size_t i = 0; i < spec.params.size(); ++i)
+      if (spec.params[i].sparse)
+        sparse = static_cast<int>(i);
+    residual.resize(spec.params.size());
+  }
+
+  [[noreturn]] void fail(size_t shard, const caf::error& err) {
+    throw std::runtime_error("parameter server ps[" + std::to_string(shard)
+                             + "]: " + sys.render(err));
+  }
+
+  auto uint32(size_t v) { return static_cast<uint32_t>(v); }
+};
+
+ps_client::ps_client(caf::actor_system& sys, std::vector<caf::actor> shards,
+                     const training_spec& spec, uint32_t worker)
+  : impl_(std::make_unique<impl>(sys, std::move(shards), spec, worker)) {
+  if (impl_->shards.empty())
+    throw std::invalid_argument("the job has no parameter-server shards");
+}
+
+ps_client::~ps_client() = default;
+
+void ps_client::join() {
+  auto& d = *impl_;
+  for (size_t s = 0; s < d.shards.size(); ++s)
+    d.self->request(d.shards[s], caf::infinite, ps_register_atom::value,
+                    d.worker)
+      .receive([&](uint64_t version) { d.read_version[s] = version; },
+               [&](caf::error& err) { d.fail(s, err); });
+}
+
+void ps_client::leave() {
+  auto& d = *impl_;
+  for (size_t s = 0; s < d.shards.size(); ++s)
+    d.self->request(d.shards[s], caf::infinite, ps_done_atom::value, d.worker)
+      .receive([](uint64_t) {}, [&](caf::error& err) { d.fail(s, err); });
+}
+
+double ps_client::pull(gpu::model& m, uint64_t clock,
+                       const std::vector<int64_t>& rows) {
+  auto& d = *impl_;
+  auto k = static_cast<uint32_t>(d.shards.size());
+  auto begin = std::chrono::steady_clock::now();
+  std::vector<ps_pull> requests(k);
+  for (uint32_t s = 0; s < k; ++s) {
+    requests[s].worker = d.worker;
+    requests[s].clock = clock;
+  }
+  if (d.sparse >= 0) {
+    std::vector<std::vector<int64_t>> owned(k);
+    for (auto r : rows)
+      owned[ps_row_shard(r, k)].push_back(r);
+    for (uint32_t s = 0; s < k; ++s) {
+      ps_slice want;
+      want.var = static_cast<uint32_t>(d.sparse);
+      want.index =
+        tensor::allocate(dtype::i64, {static_cast<int64_t>(owned[s].size())});
+      if (!owned[s].empty())
+        std::memcpy(want.index.mutable_data(), owned[s].data(),
+                    owned[s].size() * sizeof(int64_t));
+      requests[s].rows.push_back(std::move(want));
+    }
+    d.local.clear();
+    for (size_t j = 0; j < rows.size(); ++j)
+      d.local.emplace(rows[j], static_cast<int32_t>(j));
+    m.set_local_rows(static_cast<size_t>(d.sparse),
+                     static_cast<int64_t>(rows.size()));
+    d.host.assign(rows.size()
+                    * static_cast<size_t>(d.spec.params[d.sparse].row_size()),
+                  0.0f);
+  }
+  using handle = decltype(d.self->request(caf::actor{}, caf::infinite,
+                                          ps_pull_atom::value, ps_pull{}));
+  std::vector<handle> pending;
+  pending.reserve(k);
+  for (uint32_t s = 0; s < k; ++s)
+    pending.push_back(d.self->request(d.shards[s], caf::infinite,
+                                      ps_pull_atom::value,
+                                      std::move(requests[s])));
+  auto& dev = m.dev();
+  for (uint32_t s = 0; s < k; ++s)
+    pending[s].receive(
+      [&](ps_params& p) {
+        d.read_version[s] = p.version;
+        for (auto& sl : p.slices) {
+          if (sl.var >= d.spec.params.size())
+            throw std::runtime_error("parameter server sent an unknown "
+                                     "variable");
+          auto& spec = d.spec.params[sl.var];
+          if (spec.sparse) {
+            auto dim = static_cast<size_t>(spec.row_size());
+            auto* ids = sl.index.data_as<int64_t>();
+            auto* vals = sl.values.data_as<float>();
+            for (int64_t r = 0; r < sl.index.elements(); ++r) {
+              auto it = d.local.find(ids[r]);
+              if (it == d.local.end())
+                continue;
+              std::memcpy(d.host.data() + static_cast<size_t>(it->second) * dim,
+                          vals + static_cast<size_t>(r) * dim,
+                          dim * sizeof(float));
+            }
+          } else {
+            auto n = static_cast<uint64_t>(sl.values.elements());
+            if (sl.offset + n > static_cast<uint64_t>(spec.size()))
+              throw std::runtime_error("parameter server sent a slice "
+                                       "outside variable "
+                                       + spec.name);
+            dev.upload(m.value(sl.var).f32() + sl.offset, sl.values.data(),
+                       n * sizeof(float));
+          }
+        }
+      },
+      [&](caf::error& err) { d.fail(s, err); });
+  if (d.sparse >= 0)
+    dev.upload(m.value(static_cast<size_t>(d.sparse)).get(), d.host.data(),
+               d.host.size() * sizeof(float));
+  return std::chrono::duration<double>(std::chrono::steady_clock::now()
+                                       - begin)
+    .count();
+}
+
+ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
+                                       uint64_t samples,
+                                       const std::vector<int64_t>& rows,
+                                       double topk_fraction) {
+  auto& d = *impl_;
+  auto k = static_cast<uint32_t>(d.shards.size());
+  push_result result;
+  std::vector<ps_push> pushes(k);
+  for (uint32_t s = 0; s < k; ++s) {
+    pushes[s].worker = d.worker;
+    pushes[s].step = step;
+    pushes[s].read_version = d.read_version[s];
+    pushes[s].samples = samples;
+  }
+  auto& dev = m.dev();
+  std::vector<float> g;
+  for (size_t i = 0; i < d.spec.params.size() && result.nonfinite.empty();
+       ++i) {
+    auto& spec = d.spec.params[i];
+    auto var = static_cast<uint32_t>(i);
+    auto count = spec.sparse ? rows.size() * static_cast<size_t>(spec.row_size())
+                             : static_cast<size_t>(spec.size());
+    g.resize(count);
+    dev.download(g.data(), m.grad(i).get(), count * sizeof(float));
+    if (!std::all_of(g.begin(), g.end(), [](float v) { return std::isfinite(v); })) {
+      result.nonfinite = spec.name;
+      break;
+    }
+    if (spec.sparse) {
+      auto dim = static_cast<size_t>(spec.row_size());
+      std::vector<std::vector<size_t>> owned(k);
+      for (size_t j = 0; j < rows.size(); ++j)
+        owned[ps_row_shard(rows[j], k)].push_back(j);
+      for (uint32_t s = 0; s < k; ++s) {
+        auto r = static_cast<int64_t>(owned[s].size());
+        ps_slice sl;
+        sl.var = var;
+        sl.index = tensor::allocate(dtype::i64, {r});
+        sl.values = tensor::allocate(dtype::f32, {r, spec.row_size()});
+        auto* ids = sl.index.mutable_data_as<int64_t>();
+        auto* vals = sl.values.mutable_data_as<float>();
+        for (size_t j = 0; j < owned[s].size(); ++j) {
+          ids[j] = rows[owned[s][j]];
+          std::memcpy(vals + j * dim, g.data() + owned[s][j] * dim,
+                      dim * sizeof(float));
+        }
+        pushes[s].grads.push_back(std::move(sl));
+      }
+    } else if (topk_fraction > 0) {
+      auto& res = d.residual[i];
+      res.resize(count, 0.0f);
+      for (size_t j = 0; j < count; ++j)
+        g[j] += res[j];
+      auto keep = std::max<size_t>(
+        1, static_cast<size_t>(topk_fraction * static_cast<double>(count)));
+      keep = std::min(keep, count);
+      std::vector<float> mags(count);
+      for (size_t j = 0; j < count; ++j)
+        mags[j] = std::fabs(g[j]);
+      std::nth_element(mags.begin(),
+                       mags.begin() + static_cast<std::ptrdiff_t>(count - keep),
+                       mags.end());
+      auto threshold = mags[count - keep];
+      std::vector<std::vector<int64_t>> idx(k);
+      std::vector<std::vector<float>> val(k);
+      size_t sent = 0;
+      uint32_t s = 0;
+      auto range = ps_dense_slice(count, 0, k);
+      for (size_t j = 0; j < count; ++j) {
+        while (j >= range.hi && s + 1 < k)
+          range = ps_dense_slice(count, ++s, k);
+        if (sent < keep && std::fabs(g[j]) >= threshold) {
+          idx[s].push_back(static_cast<int64_t>(j));
+          val[s].push_back(g[j]);
+          res[j] = 0.0f;
+          ++sent;
+        } else {
+          res[j] = g[j];
+        }
+      }
+      for (uint32_t t = 0; t < k; ++t) {
+        ps_slice sl;
+        sl.var = var;
+        auto r = static_cast<int64_t>(idx[t].size());
+        sl.index = tensor::allocate(dtype::i64, {r});
+        sl.values = tensor::allocate(dtype::f32, {r});
+        if (r > 0) {
+          std::memcpy(sl.index.mutable_data(), idx[t].data(),
+                      idx[t].size() * sizeof(int64_t));
+          std::memcpy(sl.values.mutable_data(), val[t].data(),
+                      val[t].size() * sizeof(float));
+        }
+        pushes[t].grads.push_back(std::move(sl));
+      }
+    } else {
+      for (uint32_t s = 0; s < k; ++s) {
+        auto range = ps_dense_slice(count, s, k);
+        ps_slice sl;
+        sl.var = var;
+        sl.offset = range.lo;
+        sl.values = tensor::allocate(
+          dtype::f32, {static_cast<int64_t>(range.hi - range.lo)});
+        if (range.hi > range.lo)
+          std::memcpy(sl.values.mutable_data(), g.data() + range.lo,
+                      (range.hi - range.lo) * sizeof(float));
+        pushes[s].grads.push_back(std::move(sl));
+      }
+    }
+  }
+  if (!result.nonfinite.empty())
+    for (auto& p : pushes) {
+      p.grads.clear();
+      p.samples = 0;
+    }
+  using handle = decltype(d.self->request(caf::actor{}, caf::infinite,
+                                          ps_push_atom::value, ps_push{}));
+  std::vector<handle> pending;
+  pending.reserve(k);
+  for (uint32_t s = 0; s < k; ++s)
+    pending.push_back(d.self->request(d.shards[s], caf::infinite,
+                                      ps_push_atom::value,
+                                      std::move(pushes[s])));
+  uint64_t sum = 0;
+  for (uint32_t s = 0; s < k; ++s)
+    pending[s].receive(
+      [&](const ps_push_ack& ack) {
+        sum += ack.staleness;
+        result.staleness_max = std::max(result.staleness_max, ack.staleness);
+      },
+      [&](caf::error& err) { d.fail(s, err); });
+  result.staleness_mean = static_cast<double>(sum) / k;
+  return result;
+}
+
+ps_progress ps_client::wait(uint64_t steps) {
+  auto& d = *impl_;
+  ps_progress result;
+  d.self->request(d.shards[0], caf::infinite, ps_wait_atom::value, steps)
+    .receive([&](const ps_progress& p) { result = p; },
+             [&](caf::error& err) { d.fail(0, err); });
+  return result;
+}
+
+} // namespace af

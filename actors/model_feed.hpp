@@ -1,0 +1,98 @@
+// What the trainer and the evaluator share: turning a batch into the
+// model's host-side inputs (with the checks that give bad data a clear
+// error), and the worker side of the parameter-server protocol
+// (runtime/ps.hpp): register, pull into a model, push gradients, done.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/training_spec.hpp"
+#include "gpu/model.hpp"
+#include "runtime/batch.hpp"
+#include "runtime/ps.hpp"
+
+namespace af {
+
+/// One batch as the model takes it.
+struct host_batch {
+  int n = 0;
+  uint64_t epoch = 0;
+  std::vector<float> x;         // dense inputs [n, input...]
+  std::vector<int32_t> local;   // embedding inputs: local rows [n, F]
+  std::vector<int64_t> rows;    // embedding: table row of each local row
+  std::vector<int32_t> classes; // softmax labels
+  std::vector<float> binary;    // sigmoid labels, 0 or 1
+  std::vector<float> reference; // optional reference scores
+
+  const void* input() const noexcept {
+    return local.empty() ? static_cast<const void*>(x.data()) : local.data();
+  }
+  size_t input_bytes() const noexcept {
+    return local.empty() ? x.size() * sizeof(float)
+                         : local.size() * sizeof(int32_t);
+  }
+  const void* labels() const noexcept {
+    return classes.empty() ? static_cast<const void*>(binary.data())
+                           : classes.data();
+  }
+  size_t label_bytes() const noexcept {
+    return classes.empty() ? binary.size() * sizeof(float)
+                           : classes.size() * sizeof(int32_t);
+  }
+};
+
+/// Converts `b` into `out`. u8 inputs are scaled to [0, 1]; i64 ids (an
+/// embedding first layer) are checked against the table and mapped to
+/// local rows. Throws std::invalid_argument naming the field, the record
+/// and the value when the batch does not fit the model (`where` names the
+/// replica). `reference`: a field to copy as f32 into out.reference, or "".
+void to_host(const training_spec& spec, const batch& b, host_batch& out,
+             const std::string& where, const std::string& reference = "");
+
+/// The worker side of the PS protocol, over a scoped actor: the calls
+/// block, so they run on a trainer's or evaluator's own thread.
+class ps_client {
+public:
+  ps_client(caf::actor_system& sys, std::vector<caf::actor> shards,
+            const training_spec& spec, uint32_t worker);
+  ~ps_client();
+
+  /// Announces the worker to every shard (ps_register_atom).
+  void join();
+  /// Says done to every shard.
+  void leave();
+
+  /// Pulls the dense variables and `rows` of the sparse one into `m`
+  /// (uploading them to its device) as worker clock `clock`; waits as the
+  /// staleness bound says. Returns the seconds spent waiting.
+  double pull(gpu::model& m, uint64_t clock, const std::vector<int64_t>& rows);
+
+  /// Pushes the gradients in `m` (sums over `samples`) as step `step`;
+  /// `rows` names the sparse variable's local rows. topk_fraction > 0
+  /// sends only the largest dense entries and keeps the rest for the next
+  /// push. Gradients with NaN or Inf are not pushed: the push advances the
+  /// clock only and the offending variable's name is returned.
+  struct push_result {
+    std::string nonfinite; // variable name, or empty
+    uint64_t staleness_max = 0;
+    double staleness_mean = 0;
+  };
+  push_result push(gpu::model& m, uint64_t step, uint64_t samples,
+                   const std::vector<int64_t>& rows, double topk_fraction);
+
+  /// Blocks until `steps` pushes were applied or training finished.
+  ps_progress wait(uint64_t steps);
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace af

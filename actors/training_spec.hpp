@@ -1,0 +1,51 @@
+// The training section of a topology (Topology.training), as the trainer,
+// the evaluator and the parameter-server shards read it: the model, the
+// optimizer with its defaults filled in, the shard count and staleness
+// bound, and the whole-topology check that reports every problem with the
+// field it is about.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpu/model.hpp"
+#include "gpu/optimizer.hpp"
+#include "proto/topology.pb.h"
+#include "runtime/registry.hpp"
+
+namespace af {
+
+/// The name under which the job's parameter-server shards are a service
+/// (job_context::service).
+inline constexpr const char* ps_service = "ps";
+
+struct training_spec {
+  gpu::model_spec model;
+  std::vector<gpu::param_spec> params;
+  std::string input;        // batch field of the model's input
+  std::string label;        // batch field of the labels
+  gpu::optimizer_config optimizer;
+  uint32_t shards = 1;
+  std::optional<uint64_t> staleness; // nullopt: unbounded
+  bool scale_lr_by_staleness = false;
+  bool fail_on_nonfinite = false;
+  uint32_t workers = 0;     // trainer replicas in the topology
+  uint64_t seed = 0;
+  bool softmax() const noexcept {
+    return model.loss == "softmax_cross_entropy";
+  }
+};
+
+/// Reads the training section. Throws std::invalid_argument if it is
+/// invalid (check_training reports the same problems with their fields).
+training_spec training_spec_of(const topology::Topology& topo);
+
+/// Every problem of the training section and of the stages that use it.
+std::vector<topology_problem> check_training(const topology::Topology& topo);
+
+/// Whether a device spec is "cpu", "cuda" or "cuda:N".
+bool valid_device_spec(const std::string& spec);
+
+} // namespace af

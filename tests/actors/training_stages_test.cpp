@@ -1,0 +1,301 @@
+// Training through whole jobs: trainers, parameter-server shards and the
+// evaluator, on data whose best answer is known.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "actors/evaluator.hpp"
+#include "runtime/random.hpp"
+#include "tests/support/harness.hpp"
+
+using namespace af;
+using namespace af::test;
+
+namespace {
+
+int64_t option(const topology::Stage& s, const std::string& key,
+               int64_t fallback) {
+  auto it = s.options().find(key);
+  return it == s.options().end() ? fallback : std::stoll(it->second);
+}
+
+// Gaussian blobs: x f32 [n, 4], label = the class whose fixed direction
+// scores highest, so that a linear model can reach ~100%. Options: records,
+// classes (labels in [0, classes)), split (seed of the split), nan_at (the
+// record whose features are NaN; -1: none), epochs.
+class blob_source : public stage_logic {
+public:
+  blob_source(const stage_info& info, const topology::Stage& s)
+    : records_(option(s, "records", 2000)), classes_(option(s, "classes", 3)),
+      split_(option(s, "split", 0)), nan_at_(option(s, "nan_at", -1)),
+      epochs_(option(s, "epochs", 1)), stride_(info.replicas),
+      next_(info.replica) {}
+
+  bool produce(emitter& out) override {
+    if (epoch_ >= epochs_)
+      return false;
+    int64_t n = 0;
+    auto x = tensor::allocate(dtype::f32, {32, 4});
+    auto y = tensor::allocate(dtype::i64, {32});
+    auto* xp = x.mutable_data_as<float>();
+    auto* yp = y.mutable_data_as<int64_t>();
+    for (; n < 32 && next_ < records_; ++n, next_ += stride_) {
+      record_rng rng{static_cast<uint64_t>(split_), 17,
+                     static_cast<uint64_t>(next_)};
+      double best = -1e9;
+      int64_t label = 0;
+      for (int d = 0; d < 4; ++d)
+        xp[n * 4 + d] = static_cast<float>(rng.uniform(-1, 1));
+      for (int64_t c = 0; c < classes_; ++c) {
+        double score = 0;
+        for (int d = 0; d < 4; ++d)
+          score += xp[n * 4 + d] * std::cos(1.3 * static_cast<double>(c * 4 + d));
+        if (score > best) {
+          best = score;
+          label = c;
+        }
+      }
+      yp[n] = label;
+      if (next_ == nan_at_)
+        xp[n * 4] = std::numeric_limits<float>::quiet_NaN();
+    }
+    if (n > 0) {
+      batch b;
+      b.seq = seq_++;
+      b.epoch = static_cast<uint64_t>(epoch_);
+      b.set("x", x);
+      b.set("label", y);
+      if (n < 32) {
+        auto x2 = tensor::allocate(dtype::f32, {n, 4});
+        auto y2 = tensor::allocate(dtype::i64, {n});
+        std::copy_n(xp, n * 4, x2.mutable_data_as<float>());
+        std::copy_n(yp, n, y2.mutable_data_as<int64_t>());
+        b.set("x", x2);
+        b.set("label", y2);
+      }
+      out.push(std::move(b));
+    }
+    if (next_ >= records_) {
+      out.end_epoch(static_cast<uint64_t>(epoch_));
+      ++epoch_;
+      next_ = next_ % stride_;
+    }
+    return epoch_ < epochs_;
+  }
+
+private:
+  int64_t records_, classes_, split_, nan_at_, epochs_, stride_, next_;
+  int64_t epoch_ = 0;
+  uint64_t seq_ = 0;
+};
+
+struct training_fixture : fixture {
+  training_fixture() {
+    stage_type t;
+    t.name = "blob_source";
+    t.kind = stage_kind::source;
+    t.make = [](const stage_info& info, const topology::Stage& s) {
+      return std::make_shared<blob_source>(info, s);
+    };
+    reg.add(std::move(t));
+  }
+};
+
+// A blob job: model, optimizer and ps blocks and extra trainer config are
+// spliced in.
+std::string blob_job(const std::string& training, const std::string& trainer,
+                     const std::string& train_options = "",
+                     int64_t replicas = 2) {
+  return R"(
+name: "blobs"
+runtime { seed: 3 metrics_interval_s: 0.05 }
+training {
+)" + training + R"(
+}
+stage { name: "src" type: "blob_source"
+  options { key: "records" value: "4000" }
+  options { key: "epochs" value: "4" }
+)" + train_options + R"(
+}
+stage { name: "batch" type: "batcher" input { stage: "src" }
+  batcher { batch_size: 32 } }
+stage { name: "train" type: "trainer" replicas: )"
+         + std::to_string(replicas) + R"(
+  input { stage: "batch" window: 2 } trainer { )"
+         + trainer + R"( } }
+stage { name: "test" type: "blob_source"
+  options { key: "records" value: "1000" }
+  options { key: "split" value: "99" } }
+stage { name: "test_batch" type: "batcher" input { stage: "test" }
+  batcher { batch_size: 250 } }
+stage { name: "eval" type: "evaluator" input { stage: "test_batch" }
+  evaluator { every_steps: 50 } }
+)";
+}
+
+const std::string mlp = R"(
+  model { input: "x" input_shape: [4]
+    layer { type: "dense" units: 16 } layer { type: "relu" }
+    layer { type: "dense" units: 3 } }
+  optimizer { type: "momentum" learning_rate: 0.05 }
+  ps { shards: 2 })";
+
+double metric_of(const run_result& r, const std::string& label,
+                 const std::string& name) {
+  for (auto& m : stats_of(r, label).metrics)
+    if (m.name == name)
+      return m.value;
+  FAIL("replica " << label << " reports no metric " << name);
+  return 0;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(training_fixture, "two asynchronous trainers learn separable "
+                                   "blobs to high test accuracy") {
+  auto r = run_text(sys, reg, blob_job(mlp, "log_every_steps: 0"));
+  REQUIRE(r.ok);
+  CHECK(r.tolerated_failures.empty());
+  // 4 epochs of 4000 records in batches of 32, split over two trainers.
+  auto steps = metric_of(r, "train[0]", "step") + metric_of(r, "train[1]", "step");
+  CHECK(steps == 4 * 4000 / 32);
+  CHECK(metric_of(r, "train[0]", "step") > 0);
+  CHECK(metric_of(r, "train[1]", "step") > 0);
+  CHECK(metric_of(r, "eval[0]", "test_accuracy") >= 0.9);
+  CHECK(metric_of(r, "eval[0]", "eval_step") == steps);
+  CHECK(metric_of(r, "eval[0]", "evaluations") >= 2);
+}
+
+TEST_CASE_METHOD(training_fixture, "synchronous training with staleness 0 "
+                                   "converges like asynchronous") {
+  auto sync = mlp;
+  sync.replace(sync.find("ps { shards: 2 }"), 16,
+               "ps { shards: 2 staleness: 0 }");
+  auto r = run_text(sys, reg, blob_job(sync, ""));
+  REQUIRE(r.ok);
+  CHECK(metric_of(r, "eval[0]", "test_accuracy") >= 0.9);
+  // At tau = 0 no push is ever applied on parameters older than one clock.
+  CHECK(metric_of(r, "train[0]", "staleness_max") <= 1);
+}
+
+TEST_CASE_METHOD(training_fixture, "a trainer that fails mid-run does not "
+                                   "stop the others and the job finishes") {
+  auto r = run_text(sys, reg,
+                    blob_job(mlp, "fail_at_step: 20 fail_replica: 1"));
+  REQUIRE(r.ok);
+  REQUIRE(r.tolerated_failures.size() == 1);
+  CHECK(r.tolerated_failures[0].find("train[1]") != std::string::npos);
+  CHECK(r.tolerated_failures[0].find("fault injection") != std::string::npos);
+  // The surviving trainer took over the rest of the data (minus what was
+  // in flight to the failed one) and the evaluator ran at the end.
+  CHECK(metric_of(r, "train[0]", "step") > 250);
+  CHECK(metric_of(r, "eval[0]", "test_accuracy") >= 0.85);
+}
+
+TEST_CASE_METHOD(training_fixture, "every trainer failing fails the job") {
+  auto r = run_text(sys, reg, blob_job(mlp, "fail_at_step: 5", "", 1));
+  REQUIRE_FALSE(r.ok);
+  CHECK(r.error.find("fault injection") != std::string::npos);
+}
+
+TEST_CASE_METHOD(training_fixture, "bad training input is a clear error") {
+  SECTION("a label outside the classes") {
+    auto r = run_text(sys, reg,
+                      blob_job(mlp, "",
+                               R"(options { key: "classes" value: "5" })"));
+    REQUIRE_FALSE(r.ok);
+    CHECK(r.error.find("outside the model's classes [0, 3)")
+          != std::string::npos);
+  }
+  SECTION("an input that does not fit the model") {
+    auto wrong = mlp;
+    wrong.replace(wrong.find("input_shape: [4]"), 16, "input_shape: [5]");
+    auto r = run_text(sys, reg, blob_job(wrong, ""));
+    REQUIRE_FALSE(r.ok);
+    CHECK(r.error.find("field 'x' has 4 values per record") != std::string::npos);
+    CHECK(r.error.find("needs 5") != std::string::npos);
+  }
+  SECTION("NaN gradients are skipped and counted by default") {
+    auto r = run_text(sys, reg,
+                      blob_job(mlp, "", R"(options { key: "nan_at" value: "7" })"));
+    REQUIRE(r.ok);
+    // Record 7 comes once per epoch.
+    auto skipped = metric_of(r, "train[0]", "skipped_steps")
+                   + metric_of(r, "train[1]", "skipped_steps");
+    CHECK(skipped == 4);
+    CHECK(metric_of(r, "eval[0]", "test_accuracy") >= 0.9);
+  }
+  SECTION("NaN gradients stop the job when the policy says fail") {
+    auto failing = mlp + "\n  on_nonfinite: \"fail\"";
+    auto r = run_text(sys, reg,
+                      blob_job(failing, "", R"(options { key: "nan_at" value: "7" })", 1));
+    REQUIRE_FALSE(r.ok);
+    CHECK(r.error.find("gradient of variable '0_dense/kernel' has NaN or Inf")
+          != std::string::npos);
+  }
+}
+
+TEST_CASE_METHOD(training_fixture, "training sections are validated with the "
+                                   "line of the problem") {
+  auto check = [&](const std::string& training, const std::string& expect) {
+    auto res = load_topology_text(blob_job(training, ""), "job.pbtxt", reg);
+    REQUIRE_FALSE(res.ok());
+    std::string all;
+    for (auto& e : res.errors)
+      all += e.to_string() + "\n";
+    INFO(all);
+    CHECK(all.find(expect) != std::string::npos);
+  };
+  auto bad_opt = mlp;
+  bad_opt.replace(bad_opt.find("\"momentum\""), 10, "\"adamw\"");
+  check(bad_opt, "job.pbtxt:9: training.optimizer: unknown optimizer \"adamw\"");
+  auto bad_layer = mlp;
+  bad_layer.replace(bad_layer.find("\"relu\""), 6, "\"gelu\"");
+  check(bad_layer, "job.pbtxt:7: training.model: layer 1");
+  auto bad_stale = mlp;
+  bad_stale.replace(bad_stale.find("ps { shards: 2 }"), 16,
+                    "ps { shards: 2 staleness: -1 }");
+  check(bad_stale, "training.ps.staleness must be >= 0");
+}
+
+TEST_CASE("AUC counts ties as one half") {
+  CHECK(roc_auc({0.1f, 0.4f, 0.35f, 0.8f}, {0, 0, 1, 1}) == Approx(0.75));
+  CHECK(roc_auc({0.5f, 0.5f}, {0, 1}) == Approx(0.5));
+  CHECK(roc_auc({1, 2, 3}, {1, 1, 1}) == Approx(0.5));
+}
+
+TEST_CASE_METHOD(training_fixture, "a CTR model with sharded embeddings gets "
+                                   "close to the planted model's AUC") {
+  auto text = R"(
+name: "ctr"
+runtime { seed: 5 metrics_interval_s: 0.05 }
+training {
+  model { input: "ids" input_shape: [4]
+    layer { type: "embedding" rows: 80 dim: 2 }
+    layer { type: "flatten" }
+    layer { type: "dense" units: 1 }
+    loss: "sigmoid_binary_cross_entropy" }
+  optimizer { type: "adagrad" learning_rate: 0.2 }
+  ps { shards: 3 staleness: 1 }
+}
+stage { name: "clicks" type: "ctr_source"
+  ctr_source { records: 20000 features: 4 vocabulary: 20 epochs: 3 } }
+stage { name: "batch" type: "batcher" input { stage: "clicks" }
+  batcher { batch_size: 128 } }
+stage { name: "train" type: "trainer" replicas: 2 input { stage: "batch" } }
+stage { name: "test" type: "ctr_source"
+  ctr_source { records: 5000 features: 4 vocabulary: 20 split_seed: 9 } }
+stage { name: "test_batch" type: "batcher" input { stage: "test" }
+  batcher { batch_size: 1000 } }
+stage { name: "eval" type: "evaluator" input { stage: "test_batch" }
+  evaluator { reference_score: "logit" } }
+)";
+  auto r = run_text(sys, reg, text);
+  REQUIRE(r.ok);
+  auto auc = metric_of(r, "eval[0]", "test_auc");
+  auto best = metric_of(r, "eval[0]", "reference_auc");
+  CHECK(best > 0.7);
+  CHECK(auc > best - 0.02);
+  CHECK(auc <= best + 0.02);
+}
