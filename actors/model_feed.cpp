@@ -45,20 +45,41 @@ bool is_int(dtype t) {
   return t == dtype::u8 || t == dtype::i32 || t == dtype::i64;
 }
 
+// No NaN or Inf in p[0, n): an exponent test on the bits, which vectorises
+// (std::isfinite in a loop does not).
+bool all_finite(const float* p, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, p + i, sizeof bits);
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
 } // namespace
 
 void to_host(const training_spec& spec, const batch& b, host_batch& out,
-             const std::string& where, const std::string& reference) {
-  auto& x = b.at(spec.input);
+             const std::string& reference) {
+  auto field = [&](const std::string& name) -> const tensor& {
+    if (auto* t = b.find(name))
+      return *t;
+    std::string have;
+    for (auto& f : b.fields)
+      have += (have.empty() ? "" : ", ") + f.name;
+    throw input_error("the batch has no field '" + name + "' (it has: " + have
+                      + ")");
+  };
+  auto& x = field(spec.input);
   auto n = x.rows();
   if (n < 1 || x.shape().empty())
-    throw std::invalid_argument(where + ": field '" + spec.input
+    throw input_error("field '" + spec.input
                                 + "' holds no records");
   std::vector<int64_t> sample(x.shape().begin() + 1, x.shape().end());
   auto want = per_sample(spec.model.input_shape);
   if (per_sample(sample) != want)
-    throw std::invalid_argument(
-      where + ": field '" + spec.input + "' has "
+    throw input_error(
+      "field '" + spec.input + "' has "
       + std::to_string(per_sample(sample)) + " values per record (shape "
       + (sample.empty() ? std::string{"scalar"} : shape_string(sample))
       + "), the model's input_shape " + shape_string(spec.model.input_shape)
@@ -73,7 +94,7 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
   out.rows.clear();
   if (embedding) {
     if (!is_int(x.type()))
-      throw std::invalid_argument(where + ": field '" + spec.input
+      throw input_error("field '" + spec.input
                                   + "' feeds an embedding and must hold "
                                     "integer ids, not "
                                   + dtype_name(x.type()));
@@ -84,8 +105,8 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
     for (int64_t i = 0; i < total; ++i) {
       auto id = int_at(x, i);
       if (id < 0 || id >= rows)
-        throw std::invalid_argument(
-          where + ": field '" + spec.input + "' record "
+        throw input_error(
+          "field '" + spec.input + "' record "
           + std::to_string(i / want) + " holds id " + std::to_string(id)
           + ", outside the embedding table's rows [0, " + std::to_string(rows)
           + ")");
@@ -115,16 +136,16 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
         break;
       }
       default:
-        throw std::invalid_argument(where + ": field '" + spec.input
+        throw input_error("field '" + spec.input
                                     + "' is " + dtype_name(x.type())
                                     + "; the model takes f32, f64 or u8 "
                                       "(scaled to [0, 1])");
     }
   }
-  auto& y = b.at(spec.label);
+  auto& y = field(spec.label);
   if (y.rows() != n || y.elements() != n || !is_int(y.type()))
-    throw std::invalid_argument(
-      where + ": label field '" + spec.label
+    throw input_error(
+      "label field '" + spec.label
       + "' must hold one integer per record (" + std::to_string(n)
       + "), got " + dtype_name(y.type()) + " with "
       + std::to_string(y.elements()) + " values");
@@ -136,8 +157,8 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
     for (int64_t i = 0; i < n; ++i) {
       auto v = int_at(y, i);
       if (v < 0 || v >= classes)
-        throw std::invalid_argument(
-          where + ": label " + std::to_string(v) + " of record "
+        throw input_error(
+          "label " + std::to_string(v) + " of record "
           + std::to_string(i) + " (epoch " + std::to_string(b.epoch)
           + ") is outside the model's classes [0, " + std::to_string(classes)
           + ")");
@@ -148,8 +169,8 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
     for (int64_t i = 0; i < n; ++i) {
       auto v = int_at(y, i);
       if (v != 0 && v != 1)
-        throw std::invalid_argument(
-          where + ": label " + std::to_string(v) + " of record "
+        throw input_error(
+          "label " + std::to_string(v) + " of record "
           + std::to_string(i)
           + " is not 0 or 1 (sigmoid_binary_cross_entropy)");
       out.binary[static_cast<size_t>(i)] = static_cast<float>(v);
@@ -157,9 +178,9 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
   }
   out.reference.clear();
   if (!reference.empty()) {
-    auto& r = b.at(reference);
+    auto& r = field(reference);
     if (r.type() != dtype::f32 || r.elements() != n)
-      throw std::invalid_argument(where + ": reference field '" + reference
+      throw input_error("reference field '" + reference
                                   + "' must hold one f32 per record");
     out.reference.assign(r.data_as<float>(), r.data_as<float>() + n);
   }
@@ -321,15 +342,50 @@ ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
   }
   auto& dev = m.dev();
   std::vector<float> g;
+  if (topk_fraction > 0) {
+    // Error feedback changes the residuals as it goes: find a NaN or Inf
+    // first, so that a skipped step leaves every residual as it was.
+    for (size_t i = 0; i < d.spec.params.size(); ++i) {
+      auto& spec = d.spec.params[i];
+      auto count = spec.sparse
+                     ? rows.size() * static_cast<size_t>(spec.row_size())
+                     : static_cast<size_t>(spec.size());
+      g.resize(count);
+      dev.download(g.data(), m.grad(i).get(), count * sizeof(float));
+      if (!all_finite(g.data(), count)) {
+        result.nonfinite = spec.name;
+        break;
+      }
+    }
+  }
   for (size_t i = 0; i < d.spec.params.size() && result.nonfinite.empty();
        ++i) {
     auto& spec = d.spec.params[i];
     auto var = static_cast<uint32_t>(i);
     auto count = spec.sparse ? rows.size() * static_cast<size_t>(spec.row_size())
                              : static_cast<size_t>(spec.size());
+    if (!spec.sparse && topk_fraction <= 0) {
+      // Straight from the device into the pushed slices: one copy.
+      for (uint32_t s = 0; s < k; ++s) {
+        auto range = ps_dense_slice(count, s, k);
+        auto n = range.hi - range.lo;
+        ps_slice sl;
+        sl.var = var;
+        sl.offset = range.lo;
+        sl.values = tensor::allocate(dtype::f32, {static_cast<int64_t>(n)});
+        if (n > 0) {
+          dev.download(sl.values.mutable_data(), m.grad(i).f32() + range.lo,
+                       n * sizeof(float));
+          if (!all_finite(sl.values.data_as<float>(), n))
+            result.nonfinite = spec.name;
+        }
+        pushes[s].grads.push_back(std::move(sl));
+      }
+      continue;
+    }
     g.resize(count);
     dev.download(g.data(), m.grad(i).get(), count * sizeof(float));
-    if (!std::all_of(g.begin(), g.end(), [](float v) { return std::isfinite(v); })) {
+    if (!all_finite(g.data(), count)) {
       result.nonfinite = spec.name;
       break;
     }
@@ -353,7 +409,7 @@ ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
         }
         pushes[s].grads.push_back(std::move(sl));
       }
-    } else if (topk_fraction > 0) {
+    } else {
       auto& res = d.residual[i];
       res.resize(count, 0.0f);
       for (size_t j = 0; j < count; ++j)
@@ -398,19 +454,6 @@ ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
                       val[t].size() * sizeof(float));
         }
         pushes[t].grads.push_back(std::move(sl));
-      }
-    } else {
-      for (uint32_t s = 0; s < k; ++s) {
-        auto range = ps_dense_slice(count, s, k);
-        ps_slice sl;
-        sl.var = var;
-        sl.offset = range.lo;
-        sl.values = tensor::allocate(
-          dtype::f32, {static_cast<int64_t>(range.hi - range.lo)});
-        if (range.hi > range.lo)
-          std::memcpy(sl.values.mutable_data(), g.data() + range.lo,
-                      (range.hi - range.lo) * sizeof(float));
-        pushes[s].grads.push_back(std::move(sl));
       }
     }
   }

@@ -51,6 +51,11 @@ struct variable {
 
 // The summed gradients of one update for one variable.
 struct var_grad {
+  // The first whole-slice gradient of the update, shared with its push:
+  // an update of one push (asynchronous training) applies it without a
+  // copy; a second one makes `dense` the sum.
+  tensor first;
+  bool has_first = false;
   bool has_dense = false;
   std::vector<float> dense;           // the whole slice
   std::map<uint64_t, float> elements; // top-k: slice-local element -> sum
@@ -367,10 +372,15 @@ struct ps_shard_state::impl {
         auto* idx = g.index.data_as<int64_t>();
         for (int64_t j = 0; j < k; ++j)
           a.elements[static_cast<uint64_t>(idx[j]) - v.lo] += x[j];
+      } else if (!a.has_first && !a.has_dense) {
+        a.first = g.values;
+        a.has_first = true;
       } else {
-        if (!a.has_dense)
-          a.dense.assign(v.values.size(), 0.0f);
-        a.has_dense = true;
+        if (!a.has_dense) {
+          auto* f = a.first.data_as<float>();
+          a.dense.assign(f, f + a.first.elements());
+          a.has_dense = true;
+        }
         for (int64_t i = 0; i < k; ++i)
           a.dense[i] += x[i];
       }
@@ -381,19 +391,27 @@ struct ps_shard_state::impl {
     stats.pushes += u.pushes;
     if (u.samples == 0)
       return;
-    double lr = cfg.optimizer.learning_rate;
+    double lr = gpu::learning_rate_at(cfg.optimizer, version);
     if (cfg.scale_lr_by_staleness && u.staleness > 1)
       lr /= static_cast<double>(u.staleness);
     auto samples = static_cast<float>(u.samples);
     for (size_t i = 0; i < u.vars.size(); ++i) {
       auto& v = vars[i];
       auto& a = u.vars[i];
-      if (a.has_dense) {
+      if (a.has_first && !a.has_dense && a.elements.empty()) {
+        v.opt.apply(v.values.data(), a.first.data_as<float>(),
+                    static_cast<size_t>(a.first.elements()), lr,
+                    1.0f / samples);
+      } else if (a.has_first || a.has_dense) {
+        if (!a.has_dense) {
+          auto* f = a.first.data_as<float>();
+          a.dense.assign(f, f + a.first.elements());
+          a.has_dense = true;
+        }
         for (auto& [e, g] : a.elements)
           a.dense[e] += g;
-        for (auto& g : a.dense)
-          g /= samples;
-        v.opt.apply(v.values.data(), a.dense.data(), a.dense.size(), lr);
+        v.opt.apply(v.values.data(), a.dense.data(), a.dense.size(), lr,
+                    1.0f / samples);
       } else if (!a.elements.empty()) {
         std::vector<uint64_t> idx;
         std::vector<float> g;

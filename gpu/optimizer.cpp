@@ -38,14 +38,16 @@ struct coeffs {
   float beta2 = 0;
   float epsilon = 0;
   float lr_t = 0; // adam: lr with the bias correction of this step
+  float scale = 1; // every gradient is multiplied by it first
 };
 
 // One element. Slots are indexed only by the kinds that have them: sgd's
 // are empty vectors whose data() may be null.
 template <auto K>
-inline void update(float& w, float g, float* s1, float* s2, size_t i,
+inline void update(float& w, float g0, float* s1, float* s2, size_t i,
                    const coeffs& c) {
   using kind = decltype(K);
+  float g = g0 * c.scale;
   if constexpr (K == kind::sgd) {
     w -= c.lr * g;
   } else if constexpr (K == kind::momentum) {
@@ -64,6 +66,31 @@ inline void update(float& w, float g, float* s1, float* s2, size_t i,
     w -= c.lr * g / (std::sqrt(acc) + c.epsilon);
   }
 }
+
+// The dense update over a whole slice. The arrays never overlap; saying so
+// (and -fno-math-errno for sqrt) lets the compiler vectorise the loop, and
+// target_clones picks AVX-512 or AVX2 code at load time where the CPU has
+// it (the shards' updates were 40% of a training run's CPU before).
+template <auto K>
+inline void dense_loop(float* __restrict__ w, const float* __restrict__ g,
+                       float* __restrict__ s1, float* __restrict__ s2,
+                       size_t n, const coeffs& c) {
+  for (size_t i = 0; i < n; ++i)
+    update<K>(w[i], g[i], s1, s2, i, c);
+}
+
+#define AF_DENSE_LOOP(k)                                                  \
+  __attribute__((target_clones("avx512f", "avx2", "default"))) void         \
+  dense_##k(float* __restrict__ w, const float* __restrict__ g,          \
+               float* __restrict__ s1, float* __restrict__ s2, size_t n,    \
+               const coeffs& c) {                                           \
+    dense_loop<optimizer_state::kind::k>(w, g, s1, s2, n, c);                   \
+  }
+AF_DENSE_LOOP(sgd)
+AF_DENSE_LOOP(momentum)
+AF_DENSE_LOOP(adam)
+AF_DENSE_LOOP(adagrad)
+#undef AF_DENSE_LOOP
 
 // Calls f with the kind as a compile-time constant, so that each loop is
 // compiled once per optimizer without a branch per element.
@@ -122,7 +149,19 @@ std::string check(const optimizer_config& cfg) {
   if (err.empty() && t == "adagrad")
     err = check_range(t, "initial_accumulator", cfg.initial_accumulator, 0,
                       true, inf, false);
+  if (err.empty())
+    err = check_range(t, "decay_rate", cfg.decay_rate, 0, true, 1, false);
+  if (err.empty() && cfg.decay_rate < 1)
+    err = check_range(t, "decay_steps", cfg.decay_steps, 0, true, inf, false);
   return err;
+}
+
+double learning_rate_at(const optimizer_config& cfg, uint64_t step) {
+  if (cfg.decay_rate >= 1 || cfg.decay_steps <= 0)
+    return cfg.learning_rate;
+  return cfg.learning_rate
+         * std::pow(cfg.decay_rate,
+                    static_cast<double>(step) / cfg.decay_steps);
 }
 
 optimizer_state::optimizer_state(const optimizer_config& cfg, size_t width,
@@ -180,18 +219,29 @@ size_t optimizer_state::add_rows(size_t k) {
 }
 
 void optimizer_state::apply(float* values, const float* grads, size_t n,
-                            double lr) {
+                            double lr, float grad_scale) {
   if (rows_ || n != size_)
     throw std::invalid_argument("optimizer_state::apply: " + std::to_string(n)
                                 + " gradients for a dense slice of "
                                 + std::to_string(rows_ ? 0 : size_));
   auto c = coeffs_of(cfg_, lr, ++steps_[0]);
-  float* s1 = slot1_.data();
-  float* s2 = slot2_.data();
-  visit(kind_, [&](auto k) {
-    for (size_t i = 0; i < n; ++i)
-      update<decltype(k)::value>(values[i], grads[i], s1, s2, i, c);
-  });
+  c.scale = grad_scale;
+  auto* s1 = slot1_.data();
+  auto* s2 = slot2_.data();
+  switch (kind_) {
+    case kind::sgd:
+      dense_sgd(values, grads, s1, s2, n, c);
+      break;
+    case kind::momentum:
+      dense_momentum(values, grads, s1, s2, n, c);
+      break;
+    case kind::adam:
+      dense_adam(values, grads, s1, s2, n, c);
+      break;
+    case kind::adagrad:
+      dense_adagrad(values, grads, s1, s2, n, c);
+      break;
+  }
 }
 
 void optimizer_state::apply_at(float* values, const uint64_t* index,

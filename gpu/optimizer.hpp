@@ -52,7 +52,16 @@ struct optimizer_config {
   double epsilon = 1e-7;
   /// adagrad: the accumulators' starting value, > 0.
   double initial_accumulator = 0.1;
+  /// Exponential decay of the learning rate, as TensorFlow's
+  /// ExponentialDecay (not staircase): learning_rate * decay_rate ^
+  /// (step / decay_steps), step = updates the shard applied before.
+  /// decay_rate in (0, 1], 1 = constant; decay_steps > 0 when it is < 1.
+  double decay_rate = 1.0;
+  double decay_steps = 0;
 };
+
+/// The learning rate of update `step` (0-based) under cfg's decay.
+double learning_rate_at(const optimizer_config& cfg, uint64_t step);
 
 /// "" when `cfg` is usable, otherwise one line saying what is wrong, e.g.
 /// `unknown optimizer "adamw" (known: sgd, momentum, adam, adagrad)` or
@@ -93,9 +102,11 @@ public:
   /// position of the first; the caller's table grows alongside.
   size_t add_rows(size_t k);
 
-  /// Dense only: every element, values[i] updated with grads[i] for i < n;
-  /// n must equal size().
-  void apply(float* values, const float* grads, size_t n, double lr);
+  /// Dense only: every element, values[i] updated with
+  /// grads[i] * grad_scale for i < n; n must equal size(). (The scale saves
+  /// the shards a pass dividing a gradient sum by its samples.)
+  void apply(float* values, const float* grads, size_t n, double lr,
+             float grad_scale = 1.0f);
 
   /// Dense only: elements index[j] (each < size(), all distinct: sum
   /// duplicates first) updated with grads[j] for j < k; every other
@@ -110,9 +121,9 @@ public:
   void apply_rows(float* table, const size_t* rows, const float* grads,
                   size_t r, double lr);
 
-private:
   enum class kind : uint8_t { sgd, momentum, adam, adagrad };
 
+private:
   optimizer_state(const optimizer_config& cfg, size_t width, bool rows);
 
   void grow(size_t elements);
