@@ -76,7 +76,7 @@ public:
 
   void process(batch&& item, emitter&) override {
     host_batch h;
-    to_host(spec_, item, h, info_.label(), cfg_.reference);
+    to_host(spec_, item, h, cfg_.reference);
     rows_.insert(h.rows.begin(), h.rows.end());
     records_ += static_cast<uint64_t>(h.n);
     test_.push_back(std::move(h));

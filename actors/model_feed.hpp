@@ -50,11 +50,12 @@ struct host_batch {
 
 /// Converts `b` into `out`. u8 inputs are scaled to [0, 1]; i64 ids (an
 /// embedding first layer) are checked against the table and mapped to
-/// local rows. Throws std::invalid_argument naming the field, the record
-/// and the value when the batch does not fit the model (`where` names the
-/// replica). `reference`: a field to copy as f32 into out.reference, or "".
+/// local rows. Throws af::input_error naming the field, the record and the
+/// value when the batch does not fit the model (bad data fails the job even
+/// though a trainer replica may otherwise fail alone). `reference`: a field
+/// to copy as f32 into out.reference, or "".
 void to_host(const training_spec& spec, const batch& b, host_batch& out,
-             const std::string& where, const std::string& reference = "");
+             const std::string& reference = "");
 
 /// The worker side of the PS protocol, over a scoped actor: the calls
 /// block, so they run on a trainer's or evaluator's own thread.

@@ -1,5 +1,6 @@
 #include "actors/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
@@ -82,7 +83,7 @@ public:
     if (first_ == clock_type::time_point{})
       first_ = now;
     auto& next = slots_[next_];
-    to_host(spec_, item, next.host, info_.label());
+    to_host(spec_, item, next.host);
     stage(next);
     // The batch staged before this one is on its way to the device: train
     // on it while this one's copy is queued.
@@ -112,7 +113,9 @@ public:
     out.push_back({"samples", static_cast<double>(samples_)});
     out.push_back({"loss", mean_loss()});
     out.push_back({"samples_per_s", samples_per_s()});
-    out.push_back({"staleness_mean", steps_ ? staleness_sum_ / steps_ : 0.0});
+    auto pushed = steps_ - skipped_;
+    out.push_back(
+      {"staleness_mean", pushed ? staleness_sum_ / static_cast<double>(pushed) : 0.0});
     out.push_back({"staleness_max", static_cast<double>(staleness_max_)});
     out.push_back({"wait_data_s", wait_data_s_});
     out.push_back({"wait_params_s", wait_params_s_});
@@ -164,7 +167,7 @@ private:
     cur.full = false;
     if (!pushed.nonfinite.empty()) {
       if (spec_.fail_on_nonfinite)
-        throw std::runtime_error("gradient of variable '" + pushed.nonfinite
+        throw input_error("gradient of variable '" + pushed.nonfinite
                                  + "' has NaN or Inf at step "
                                  + std::to_string(steps_));
       if (skipped_++ < 10)
@@ -188,7 +191,9 @@ private:
       spdlog::info("{}: epoch {} step {} loss {:.4f} {:.0f} samples/s "
                    "staleness {:.2f}",
                    info_.label(), epoch_ + 1, steps_, mean_loss(),
-                   samples_per_s(), staleness_sum_ / steps_);
+                   samples_per_s(),
+                   staleness_sum_
+                     / static_cast<double>(std::max<uint64_t>(1, steps_ - skipped_)));
   }
 
   double mean_loss() const {

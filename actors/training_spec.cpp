@@ -46,7 +46,54 @@ gpu::optimizer_config optimizer_of(const topology::Optimizer& o) {
                                     : 1e-7;
   if (o.has_initial_accumulator())
     c.initial_accumulator = o.initial_accumulator();
+  if (o.has_decay_rate())
+    c.decay_rate = o.decay_rate();
+  if (o.has_decay_steps())
+    c.decay_steps = o.decay_steps();
   return c;
+}
+
+// The leading identifier of `text` if it names a field of message `desc`.
+std::string field_named(const google::protobuf::Descriptor* desc,
+                        const std::string& text) {
+  size_t n = 0;
+  while (n < text.size()
+         && (std::isalnum(static_cast<unsigned char>(text[n]))
+             || text[n] == '_'))
+    ++n;
+  auto word = text.substr(0, n);
+  return desc->FindFieldByName(word) != nullptr ? word : std::string{};
+}
+
+// "layer 2 (dense): units must be > 0": the path of that layer's field (or
+// of the layer), so that the loader reports the line it is on.
+std::string model_error_path(const std::string& msg) {
+  std::string path = "training.model";
+  if (msg.rfind("layer ", 0) != 0 || msg.size() < 7
+      || !std::isdigit(static_cast<unsigned char>(msg[6])))
+    return path;
+  path += ".layer[" + std::to_string(std::atoi(msg.c_str() + 6)) + "]";
+  auto colon = msg.find("): ");
+  if (colon == std::string::npos)
+    return path;
+  auto rest = msg.substr(colon + 3);
+  if (rest.rfind("unknown layer type", 0) == 0)
+    return path + ".type";
+  auto field = field_named(topology::Layer::descriptor(), rest);
+  return field.empty() ? path : path + "." + field;
+}
+
+// "unknown optimizer ..." or "adam: beta2 must be ...": the field's path.
+std::string optimizer_error_path(const std::string& msg) {
+  std::string path = "training.optimizer";
+  if (msg.rfind("unknown optimizer", 0) == 0)
+    return path + ".type";
+  auto colon = msg.find(": ");
+  if (colon == std::string::npos)
+    return path;
+  auto field =
+    field_named(topology::Optimizer::descriptor(), msg.substr(colon + 2));
+  return field.empty() ? path : path + "." + field;
 }
 
 // Reads everything that can be read; collects what is wrong.
@@ -77,17 +124,14 @@ training_spec read(const topology::Topology& topo,
       t.params = gpu::param_specs(t.model);
     } catch (const std::exception& ex) {
       // "layer N (...)": point at that layer when the message names one.
-      std::string path = "training.model";
       std::string msg = ex.what();
-      if (msg.rfind("layer ", 0) == 0 && msg.size() > 6
-          && std::isdigit(static_cast<unsigned char>(msg[6])))
-        path += ".layer[" + std::to_string(std::atoi(msg.c_str() + 6)) + "]";
-      problems.push_back({path, "training.model: " + msg});
+      problems.push_back({model_error_path(msg), "training.model: " + msg});
     }
   }
   t.optimizer = optimizer_of(tr.optimizer());
   if (auto msg = gpu::check(t.optimizer); !msg.empty())
-    problems.push_back({"training.optimizer", "training.optimizer: " + msg});
+    problems.push_back({optimizer_error_path(msg),
+                        "training.optimizer: " + msg});
   auto& ps = tr.ps();
   if (ps.has_shards() && ps.shards() < 1)
     problems.push_back({"training.ps.shards",
@@ -172,7 +216,17 @@ std::vector<topology_problem> check_training(const topology::Topology& topo) {
     problems.push_back({"training",
                         "the topology has several trainer stages; use one "
                         "trainer stage with replicas"});
-  read(topo, problems);
+  auto spec = read(topo, problems);
+  for (int i = 0; i < topo.stage_size(); ++i) {
+    auto& s = topo.stage(i);
+    if (s.type() == evaluator_type && !s.evaluator().reference_score().empty()
+        && spec.softmax())
+      problems.push_back(
+        {"stage[" + std::to_string(i) + "].evaluator.reference_score",
+         "stage '" + s.name()
+           + "': reference_score is an AUC reference and needs a "
+             "sigmoid_binary_cross_entropy model"});
+  }
   return problems;
 }
 

@@ -235,7 +235,8 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
     },
     [=](const stream_error& err) {
       for (auto& r : self->state.replicas)
-        if (r.label == err.stage && tolerate(self, r, err.cause))
+        if (r.label == err.stage && !err.bad_input
+            && tolerate(self, r, err.cause))
           return;
       record_error(self, "stage " + err.stage + " failed: " + err.cause);
     },

@@ -147,12 +147,12 @@ void report_error(stage_actor* self, const stream_error& err) {
 }
 
 // Fails this replica: reports, then exits with the cause as exit reason.
-void fail(stage_actor* self, const std::string& cause) {
+void fail(stage_actor* self, const std::string& cause, bool bad_input = false) {
   auto& st = self->state;
   if (st.failed)
     return;
   spdlog::error("{}: {}", st.label, cause);
-  report_error(self, stream_error{st.label, cause});
+  report_error(self, stream_error{st.label, cause, bad_input});
   st.inputs.clear();
   st.outputs.clear();
   for (auto& e : st.out.edges())
@@ -346,6 +346,9 @@ void pump(stage_actor* self) {
       }
       break;
     }
+  } catch (const input_error& ex) {
+    fail(self, ex.what(), true);
+    return;
   } catch (const std::exception& ex) {
     fail(self, ex.what());
     return;

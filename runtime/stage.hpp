@@ -16,12 +16,16 @@
 //   CAF's scheduler. Other stages keep each call short.
 // - Throwing std::exception from any of them fails the replica: its message
 //   becomes a stream_error with the replica's name that ends the job.
+//   Throw af::input_error when the data itself is bad: it ends the job even
+//   for stage types whose replicas may fail (another replica would meet the
+//   same data).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,6 +40,13 @@ namespace af {
 namespace topology {
 class Topology;
 } // namespace topology
+
+/// The stage's input is bad (a label out of range, a shape that does not
+/// fit): the job stops whatever the stage type's failure policy.
+class input_error : public std::invalid_argument {
+public:
+  using std::invalid_argument::invalid_argument;
+};
 
 /// What a job shares with every stage it creates: the actor system, the
 /// whole topology (a trainer reads the model from it) and the actors of the

@@ -53,11 +53,14 @@ using done_atom = caf::atom_constant<caf::atom("af_done")>;
 struct stream_error {
   std::string stage;
   std::string cause;
+  /// The data was bad (af::input_error): no failure policy tolerates it.
+  bool bad_input = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stream_error& x) {
-  return f(caf::meta::type_name("af::stream_error"), x.stage, x.cause);
+  return f(caf::meta::type_name("af::stream_error"), x.stage, x.cause,
+           x.bad_input);
 }
 
 /// One input edge of a stage replica, as the coordinator wires it.

@@ -135,6 +135,8 @@ private:
         break;
       if (!field->is_repeated())
         index = -1;
+      else if (index < 0)
+        index = 0; // the first value stands for a repeated field
       line = line_of(tree, field, index, line);
       if (field->type() != pb::FieldDescriptor::TYPE_MESSAGE)
         break;

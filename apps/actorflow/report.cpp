@@ -77,7 +77,8 @@ void print_summary(std::FILE* out, const std::string& job_name,
     std::fprintf(out, "\n");
   }
   for (auto& f : r.tolerated_failures)
-    std::fprintf(out, "  replica lost, job went on: %s\n", f.c_str());
+    std::fprintf(out, "  replica lost%s: %s\n", r.ok ? ", job went on" : "",
+                 f.c_str());
 }
 
 } // namespace af::cli

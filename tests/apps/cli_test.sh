@@ -15,6 +15,17 @@ run() { "$bin" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null; rc=$?; }
 expect_rc() { [ "$rc" -eq "$1" ] || fail "expected exit code $1, got $rc"; }
 expect_out() { grep -q -- "$1" "$tmp/out" || fail "stdout lacks '$1'"; }
 expect_err() { grep -q -- "$1" "$tmp/err" || fail "stderr lacks '$1'"; }
+# run with a time limit: a hang shows as exit code 124 (or 137).
+run_limited() { local limit=$1; shift
+  timeout -k 5 "$limit" "$bin" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null; rc=$?; }
+# expect_err_line FILE PATTERN MESSAGE: stderr has "FILE:N: MESSAGE" where N
+# is the line of FILE that matches PATTERN (grep -F).
+expect_err_line() {
+  local line
+  line=$(grep -nF -- "$2" "$data/$1" | head -1 | cut -d: -f1)
+  [ -n "$line" ] || fail "$1 lacks '$2'"
+  grep -qF -- "$1:$line: $3" "$tmp/err" || fail "stderr lacks '$1:$line: $3'"
+}
 
 case $case_name in
   help)
@@ -158,6 +169,95 @@ case $case_name in
     # The live line: carriage return, erase-line, counters.
     grep -q $'\r\033\[K.*records/s' "$tmp/typescript" || fail "no live progress line"
     [ "$(grep -c 'progress: ' "$tmp/typescript")" -eq 0 ] || fail "log lines on a terminal"
+    ;;
+  train_ctr)
+    # Sharded embedding, 2 trainers, a held-out split: the model gets close
+    # to the planted model's AUC.
+    run_limited 60 run "$data/train_ctr.pbtxt" --log-level info; expect_rc 0
+    expect_out "job 'train-ctr' finished"
+    expect_out "^  training: [0-9]\+ steps, 100000 samples, "
+    expect_out "^  test (step [0-9]\+): loss [0-9.]\+, AUC [0-9.]\+ (planted model's AUC [0-9.]\+)$"
+    steps=$(sed -n 's/^  training: \([0-9]*\) steps.*/\1/p' "$tmp/out")
+    read -r at auc ref <<<"$(sed -n "s/^  test (step \([0-9]*\)): loss [0-9.]*, AUC \([0-9.]*\) (planted model's AUC \([0-9.]*\))$/\1 \2 \3/p" "$tmp/out")"
+    # The last evaluation saw every step (and was logged at info level).
+    [ "$at" = "$steps" ] || fail "final evaluation at step $at, training ran $steps steps"
+    expect_err "evaluate\[0\]: final, step $steps: test loss [0-9.]*, AUC $auc (reference $ref)"
+    expect_err "train\[0\]: [0-9]\+ steps"
+    expect_err "train\[1\]: [0-9]\+ steps"
+    awk -v a="$auc" -v r="$ref" 'BEGIN { d = a - r; if (d < 0) d = -d; exit !(r > 0.8 && d <= 0.03) }' \
+      || fail "AUC $auc is not within 0.03 of the planted model's $ref"
+    ;;
+  train_progress)
+    # Without a terminal, training progress comes as log lines: the CLI's
+    # (every --log-every seconds) and each trainer's (every log_every_steps).
+    # Interrupted after 3.5 s; killed (137) if the drain takes over 30 s.
+    timeout --preserve-status -k 30 -s INT 3.5 "$bin" run "$data/train_progress.pbtxt" \
+      --log-every 1 >"$tmp/out" 2>"$tmp/err" </dev/null
+    rc=$?
+    expect_rc 130
+    expect_out "job 'train-progress' stopped early"
+    expect_out "^  training: [0-9]\+ steps"
+    pattern='progress: epoch [0-9]\+ | step [0-9]\+ | loss [0-9]\+\.[0-9]\{4\} | [0-9.]\+\( k\| M\)\? samples/s, [0-9.]\+ s$'
+    [ "$(grep -c -- "$pattern" "$tmp/err")" -ge 2 ] || fail "expected 2 or more training progress lines"
+    # The step count grows from one progress line to the next.
+    sed -n 's/.*progress: epoch [0-9]* | step \([0-9]*\) |.*/\1/p' "$tmp/err" \
+      | awk 'NR > 1 && $1 <= prev { bad = 1 } { prev = $1 } END { exit bad }' \
+      || fail "progress steps do not grow"
+    for r in 0 1; do
+      [ "$(grep -c -- "train\[$r\]: epoch [0-9]\+ step [0-9]\+ loss [0-9.]\+ [0-9]\+ samples/s" "$tmp/err")" -ge 2 ] \
+        || fail "expected log lines from trainer $r"
+    done
+    # log_every_steps: 100, so only multiples of 100.
+    grep -o 'train\[[01]\]: epoch [0-9]* step [0-9]*' "$tmp/err" | awk '$NF % 100 != 0 { exit 1 }' \
+      || fail "trainer logged a step that is not a multiple of log_every_steps"
+    ;;
+  train_validate)
+    run validate "$data/train_invalid.pbtxt"; expect_rc 2
+    [ ! -s "$tmp/out" ] || fail "validate printed to stdout"
+    [ "$(wc -l <"$tmp/err")" -eq 4 ] || fail "expected 4 problems"
+    expect_err_line train_invalid.pbtxt 'type: "dens"' \
+      'training.model: layer 2 (dens): unknown layer type'
+    expect_err_line train_invalid.pbtxt 'type: "adamw"' \
+      'training.optimizer: unknown optimizer "adamw"'
+    expect_err_line train_invalid.pbtxt 'staleness: -1' \
+      'training.ps.staleness must be >= 0'
+    expect_err_line train_invalid.pbtxt 'device: "tpu"' \
+      "stage 'train' (trainer): device must be \"cpu\", \"cuda\" or \"cuda:N\", got \"tpu\""
+    run validate "$data/train_invalid_units.pbtxt"; expect_rc 2
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "expected 1 problem"
+    expect_err_line train_invalid_units.pbtxt 'units: 0' \
+      'training.model: layer 2 (dense): units must be > 0 (got 0)'
+    run validate "$data/train_no_training.pbtxt"; expect_rc 2
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "expected 1 problem"
+    expect_err_line train_no_training.pbtxt 'name: "train"' \
+      "stage 'train' needs a training { model { ... } } section"
+    # run refuses the same files before starting anything.
+    run_limited 30 run "$data/train_invalid.pbtxt"; expect_rc 2
+    expect_err 'unknown optimizer "adamw"'
+    ;;
+  train_bad_data)
+    # Labels 0..19 into a 10-class model, on both trainer replicas.
+    run_limited 30 run "$data/train_bad_labels.pbtxt"; expect_rc 1
+    expect_out "job 'train-bad-labels' failed"
+    expect_err "^actorflow: stage train\[[01]\] failed: .*label 1[0-9] of record [0-9]\+ (epoch 0) is outside the model's classes \[0, 10)$"
+    [ "$(grep -c '^actorflow: ' "$tmp/err")" -eq 1 ] || fail "expected one error line"
+    # 16-byte records into a model whose input_shape is [32].
+    run_limited 30 run "$data/train_bad_shape.pbtxt"; expect_rc 1
+    expect_out "job 'train-bad-shape' failed"
+    expect_err "^actorflow: stage train\[0\] failed: .*field 'x' has 16 values per record (shape 16), the model's input_shape 32 needs 32$"
+    ! grep -q 'AddressSanitizer\|LeakSanitizer\|terminate called' "$tmp/err" || fail "crashed"
+    ;;
+  train_lost_trainer)
+    # Trainer replica 1 fails at step 5 under a staleness bound of 1: the
+    # other replica must not wait for it forever.
+    run_limited 60 run "$data/train_lost_trainer.pbtxt"; expect_rc 0
+    expect_out "job 'train-lost-trainer' finished"
+    expect_out "^  replica lost, job went on: train\[1\]: fault injection: trainer fails at step 5$"
+    [ "$(grep -c 'replica lost' "$tmp/out")" -eq 1 ] || fail "expected one lost replica"
+    expect_out "^  training: [0-9]\+ steps"
+    # 125 batches: the survivor trains on all but those train[1] took.
+    steps=$(sed -n 's/.* train\[0\]: \([0-9]*\) steps, .*/\1/p' "$tmp/err")
+    [ -n "$steps" ] && [ "$steps" -gt 100 ] || fail "the surviving trainer ran only '$steps' steps"
     ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
