@@ -5,6 +5,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -59,57 +60,94 @@ out_range valid_outputs(int offset, int stride, int size, int outputs) {
 
 /// col [c*r*s, oh*ow] from one image x [c, h, w]: row (ci, kr, ks) holds
 /// the input each output position sees through that filter tap (0 in the
-/// padding).
-void im2col(const conv2d_shape& s, const float* x, float* col) {
+/// padding). Rows of col are `ld` floats apart (ld >= oh*ow), so the
+/// images of a chunk sit side by side: image b's block starts at column
+/// b*oh*ow.
+void im2col(const conv2d_shape& s, const float* __restrict__ x,
+            float* __restrict__ col, size_t ld) {
   int oh = s.out_h(), ow = s.out_w();
   for (int ci = 0; ci < s.c; ++ci)
     for (int kr = 0; kr < s.r; ++kr)
       for (int ks = 0; ks < s.s; ++ks) {
-        float* dst = col
-                     + ((static_cast<size_t>(ci) * s.r + kr) * s.s + ks)
-                         * static_cast<size_t>(oh) * ow;
+        float* dst =
+          col + ((static_cast<size_t>(ci) * s.r + kr) * s.s + ks) * ld;
         auto xs = valid_outputs(ks - s.pad, s.stride, s.w, ow);
         for (int oy = 0; oy < oh; ++oy) {
-          float* row = dst + static_cast<size_t>(oy) * ow;
+          float* __restrict__ row = dst + static_cast<size_t>(oy) * ow;
           int iy = oy * s.stride - s.pad + kr;
           if (iy < 0 || iy >= s.h) {
-            std::fill_n(row, ow, 0.0f);
+            for (int ox = 0; ox < ow; ++ox)
+              row[ox] = 0.0f;
             continue;
           }
-          const float* src =
-            x + (static_cast<size_t>(ci) * s.h + iy) * s.w + ks - s.pad;
-          std::fill(row, row + xs.lo, 0.0f);
+          // src[ox * stride + ks - pad] for ox in [xs.lo, xs.hi)
+          const float* __restrict__ src =
+            x + (static_cast<size_t>(ci) * s.h + iy) * s.w;
+          int shift = ks - s.pad;
+          for (int ox = 0; ox < xs.lo; ++ox)
+            row[ox] = 0.0f;
           if (s.stride == 1)
-            std::copy(src + xs.lo, src + xs.hi, row + xs.lo);
+            for (int ox = xs.lo; ox < xs.hi; ++ox)
+              row[ox] = src[ox + shift];
           else
             for (int ox = xs.lo; ox < xs.hi; ++ox)
-              row[ox] = src[ox * s.stride];
-          std::fill(row + xs.hi, row + ow, 0.0f);
+              row[ox] = src[ox * s.stride + shift];
+          for (int ox = xs.hi; ox < ow; ++ox)
+            row[ox] = 0.0f;
         }
       }
 }
 
-/// The adjoint of im2col: dx [c, h, w] += each tap's column.
-void col2im(const conv2d_shape& s, const float* col, float* dx) {
+/// The adjoint of im2col: dx [c, h, w] += each tap's column (rows of col
+/// `ld` floats apart, as in im2col).
+void col2im(const conv2d_shape& s, const float* __restrict__ col, size_t ld,
+            float* __restrict__ dx) {
   int oh = s.out_h(), ow = s.out_w();
   for (int ci = 0; ci < s.c; ++ci)
     for (int kr = 0; kr < s.r; ++kr)
       for (int ks = 0; ks < s.s; ++ks) {
-        const float* src = col
-                           + ((static_cast<size_t>(ci) * s.r + kr) * s.s + ks)
-                               * static_cast<size_t>(oh) * ow;
+        const float* src =
+          col + ((static_cast<size_t>(ci) * s.r + kr) * s.s + ks) * ld;
         auto xs = valid_outputs(ks - s.pad, s.stride, s.w, ow);
+        int shift = ks - s.pad;
         for (int oy = 0; oy < oh; ++oy) {
           int iy = oy * s.stride - s.pad + kr;
           if (iy < 0 || iy >= s.h)
             continue;
-          const float* row = src + static_cast<size_t>(oy) * ow;
-          float* dst =
-            dx + (static_cast<size_t>(ci) * s.h + iy) * s.w + ks - s.pad;
-          for (int ox = xs.lo; ox < xs.hi; ++ox)
-            dst[ox * s.stride] += row[ox];
+          const float* __restrict__ row = src + static_cast<size_t>(oy) * ow;
+          float* __restrict__ dst =
+            dx + (static_cast<size_t>(ci) * s.h + iy) * s.w;
+          if (s.stride == 1)
+            for (int ox = xs.lo; ox < xs.hi; ++ox)
+              dst[ox + shift] += row[ox];
+          else
+            for (int ox = xs.lo; ox < xs.hi; ++ox)
+              dst[ox * s.stride + shift] += row[ox];
         }
       }
+}
+
+/// Chunks of samples for the convolution GEMMs (see conv2d_forward). A
+/// GEMM with a few dozen columns runs well below OpenBLAS's peak, one
+/// with a hundred or more near it; merging samples costs a reordering
+/// copy. So a chunk gets about chunk_columns output positions (a sample
+/// with that many or more goes alone, in place), and its workspace (im2col
+/// matrix and GEMM result) at most chunk_budget_floats, to stay in a
+/// core's L2 (2 MiB here) beside the filters and OpenBLAS's packed panels.
+constexpr size_t chunk_columns = 128;
+constexpr size_t chunk_budget_floats = (size_t{512} << 10) / sizeof(float);
+
+/// Samples per chunk for `n` samples of `positions` output positions and
+/// `per_sample` floats of workspace each: spread evenly over the chunks,
+/// so the last one is not a sliver.
+int chunk_samples(int n, size_t positions, size_t per_sample) noexcept {
+  size_t want =
+    std::max<size_t>(1, chunk_columns / std::max<size_t>(1, positions));
+  size_t fit =
+    std::max<size_t>(1, chunk_budget_floats / std::max<size_t>(1, per_sample));
+  int most = static_cast<int>(std::min({want, fit, static_cast<size_t>(n)}));
+  int chunks = (n + most - 1) / most;
+  return (n + chunks - 1) / chunks;
 }
 
 /// A 1x1 filter with stride 1 and no padding sees the image itself.
@@ -118,11 +156,84 @@ bool is_pointwise(const conv2d_shape& s) noexcept {
 }
 
 // Separate arrays: stated, so the loop vectorises (the backward pass of
-// every ReLU runs it over the whole activation).
+// every ReLU runs it over the whole activation). dy is read whatever the
+// sign of y: a load under the condition keeps the loop scalar, with a
+// branch that mispredicts half the time.
 void relu_mask(const float* __restrict__ y, const float* __restrict__ dy,
                float* __restrict__ dx, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    dx[i] = y[i] > 0 ? dy[i] : 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    float g = dy[i];
+    dx[i] = y[i] > 0 ? g : 0.0f;
+  }
+}
+
+/// Max pooling with a 2x2 window and stride 2 (the common case), without
+/// branches; ties go to the first maximum in the order (0,0), (0,1),
+/// (1,0), (1,1), as argmax() below. dx: windows write all 4 of their
+/// inputs; inputs no window covers (an odd last row or column) get 0.
+void maxpool2x2_forward(const pool_shape& s, const float* __restrict__ x,
+                        float* __restrict__ y) {
+  int oh = s.out_h(), ow = s.out_w();
+  size_t planes = static_cast<size_t>(s.n) * s.c;
+  for (size_t p = 0; p < planes; ++p) {
+    const float* xp = x + p * s.h * s.w;
+    float* yp = y + p * oh * ow;
+    for (int oy = 0; oy < oh; ++oy) {
+      const float* __restrict__ r0 = xp + static_cast<size_t>(2 * oy) * s.w;
+      const float* __restrict__ r1 = r0 + s.w;
+      float* __restrict__ out = yp + static_cast<size_t>(oy) * ow;
+      for (int ox = 0; ox < ow; ++ox) {
+        float m = r0[2 * ox];
+        float v = r0[2 * ox + 1];
+        m = v > m ? v : m;
+        v = r1[2 * ox];
+        m = v > m ? v : m;
+        v = r1[2 * ox + 1];
+        m = v > m ? v : m;
+        out[ox] = m;
+      }
+    }
+  }
+}
+
+void maxpool2x2_backward(const pool_shape& s, const float* __restrict__ x,
+                         const float* __restrict__ dy, float* __restrict__ dx) {
+  int oh = s.out_h(), ow = s.out_w();
+  size_t planes = static_cast<size_t>(s.n) * s.c;
+  for (size_t p = 0; p < planes; ++p) {
+    const float* xp = x + p * s.h * s.w;
+    float* dxp = dx + p * s.h * s.w;
+    const float* dyp = dy + p * oh * ow;
+    for (int oy = 0; oy < oh; ++oy) {
+      size_t at = static_cast<size_t>(2 * oy) * s.w;
+      const float* __restrict__ r0 = xp + at;
+      const float* __restrict__ r1 = r0 + s.w;
+      float* __restrict__ d0 = dxp + at;
+      float* __restrict__ d1 = d0 + s.w;
+      const float* __restrict__ g = dyp + static_cast<size_t>(oy) * ow;
+      for (int ox = 0; ox < ow; ++ox) {
+        float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox],
+              d = r1[2 * ox + 1];
+        bool tb = b > a;
+        float m = tb ? b : a;
+        bool tc = c > m;
+        m = tc ? c : m;
+        bool td = d > m;
+        // The winner's input gets dy, the others +0: bit masks, as
+        // conditional stores would compile to unpredictable branches.
+        uint32_t gv = std::bit_cast<uint32_t>(g[ox]);
+        uint32_t mb = 0u - tb, mc = 0u - tc, md = 0u - td;
+        d0[2 * ox] = std::bit_cast<float>(gv & ~(mb | mc | md));
+        d0[2 * ox + 1] = std::bit_cast<float>(gv & mb & ~(mc | md));
+        d1[2 * ox] = std::bit_cast<float>(gv & mc & ~md);
+        d1[2 * ox + 1] = std::bit_cast<float>(gv & md);
+      }
+      for (int ix = 2 * ow; ix < s.w; ++ix)
+        d0[ix] = d1[ix] = 0.0f;
+    }
+    std::fill(dxp + static_cast<size_t>(2 * oh) * s.w,
+              dxp + static_cast<size_t>(s.h) * s.w, 0.0f);
+  }
 }
 
 class cpu_device final : public device {
@@ -218,8 +329,10 @@ public:
   // --- layers ---------------------------------------------------------
 
   void relu_forward(const float* x, float* y, size_t n) override {
-    for (size_t i = 0; i < n; ++i)
-      y[i] = x[i] > 0 ? x[i] : 0.0f;
+    for (size_t i = 0; i < n; ++i) {
+      float v = x[i];
+      y[i] = v > 0 ? v : 0.0f;
+    }
   }
 
   void relu_backward(const float* y, const float* dy, float* dx,
@@ -227,24 +340,49 @@ public:
     relu_mask(y, dy, dx, n);
   }
 
+  // Convolution in chunks of samples: im2col of the whole chunk side by
+  // side in one matrix col [taps, chunk*positions], then one GEMM per chunk
+  // for each product, so the filters are packed once per chunk and each
+  // GEMM is wide. The GEMM results are [k, chunk, positions] while images
+  // are [chunk, k, positions]: a copy per chunk reorders them (adding the
+  // bias on the way forward, where the sums for db are taken on the way
+  // back). A chunk of one sample needs no reordering and uses y and dy in
+  // place; so does a 1x1 filter (its col is the image itself), which
+  // always goes one sample at a time.
+
   void conv2d_forward(const conv2d_shape& s, const float* x, const float* w,
                       const float* b, float* y) override {
+    if (s.n <= 0)
+      return;
     size_t in = image_size(s), out = out_size(s);
     int taps = s.c * s.r * s.s, positions = s.out_h() * s.out_w();
-    float* col = is_pointwise(s) ? nullptr : workspace(col_, s);
-    for (int i = 0; i < s.n; ++i) {
-      const float* xi = x + i * in;
-      float* yi = y + i * out;
-      if (col != nullptr)
-        im2col(s, xi, col);
-      // y_i [k, positions] = w [k, taps] col [taps, positions]
-      gemm(false, false, s.k, positions, taps, 1.0f, w,
-           col != nullptr ? col : xi, 0.0f, yi);
-      if (b != nullptr)
+    auto pos = static_cast<size_t>(positions);
+    bool pointwise = is_pointwise(s);
+    int chunk = pointwise ? 1 : chunk_samples(s.n, pos, (taps + s.k) * pos);
+    size_t columns = static_cast<size_t>(chunk) * pos;
+    float* col = pointwise ? nullptr : workspace(col_, taps * columns);
+    float* res = chunk == 1 ? nullptr : workspace(res_, s.k * columns);
+    for (int n0 = 0; n0 < s.n; n0 += chunk) {
+      int nb = std::min(chunk, s.n - n0);
+      size_t ld = static_cast<size_t>(nb) * pos;
+      for (int i = 0; !pointwise && i < nb; ++i)
+        im2col(s, x + (n0 + i) * in, col + i * pos, ld);
+      // [k, nb*positions] = w [k, taps] col [taps, nb*positions]
+      float* yc = nb == 1 ? y + n0 * out : res;
+      gemm(false, false, s.k, static_cast<int>(ld), taps, 1.0f, w,
+           pointwise ? x + n0 * in : col, 0.0f, yc);
+      if (nb == 1) {
+        if (b != nullptr)
+          add_plane_bias(yc, b, s.k, pos);
+        continue;
+      }
+      for (int i = 0; i < nb; ++i)
         for (int f = 0; f < s.k; ++f) {
-          float* plane = yi + static_cast<size_t>(f) * positions;
-          for (int j = 0; j < positions; ++j)
-            plane[j] += b[f];
+          const float* __restrict__ src = res + f * ld + i * pos;
+          float* __restrict__ dst = y + (n0 + i) * out + f * pos;
+          float bias = b != nullptr ? b[f] : 0.0f;
+          for (size_t j = 0; j < pos; ++j)
+            dst[j] = src[j] + bias;
         }
     }
   }
@@ -254,43 +392,57 @@ public:
                        float* db) override {
     size_t in = image_size(s), out = out_size(s);
     int taps = s.c * s.r * s.s, positions = s.out_h() * s.out_w();
-    bool pointwise = is_pointwise(s);
-    float* col = pointwise ? nullptr : workspace(col_, s);
-    float* dcol = pointwise || dx == nullptr ? nullptr : workspace(dcol_, s);
-    std::fill_n(dw, static_cast<size_t>(s.k) * taps, 0.0f);
+    auto pos = static_cast<size_t>(positions);
     if (db != nullptr)
       std::fill_n(db, s.k, 0.0f);
-    for (int i = 0; i < s.n; ++i) {
-      const float* xi = x + i * in;
-      const float* dyi = dy + i * out;
-      if (col != nullptr)
-        im2col(s, xi, col);
-      // dw [k, taps] += dy_i [k, positions] col^T [positions, taps]
-      gemm(false, true, s.k, taps, positions, 1.0f, dyi,
-           col != nullptr ? col : xi, 1.0f, dw);
-      if (db != nullptr)
+    if (s.n <= 0) {
+      std::fill_n(dw, static_cast<size_t>(s.k) * taps, 0.0f);
+      return;
+    }
+    bool pointwise = is_pointwise(s);
+    int chunk = pointwise ? 1 : chunk_samples(s.n, pos, (taps + s.k) * pos);
+    size_t columns = static_cast<size_t>(chunk) * pos;
+    // col holds im2col(x) and then, once dw has it, dcol.
+    float* col = pointwise ? nullptr : workspace(col_, taps * columns);
+    float* dyt = chunk == 1 ? nullptr : workspace(res_, s.k * columns);
+    for (int n0 = 0; n0 < s.n; n0 += chunk) {
+      int nb = std::min(chunk, s.n - n0);
+      size_t ld = static_cast<size_t>(nb) * pos;
+      for (int i = 0; !pointwise && i < nb; ++i)
+        im2col(s, x + (n0 + i) * in, col + i * pos, ld);
+      // dyc [k, nb*positions]: the chunk's dy, filter-major.
+      const float* dyc = nb == 1 ? dy + n0 * out : dyt;
+      for (int i = 0; nb > 1 && i < nb; ++i)
         for (int f = 0; f < s.k; ++f) {
-          const float* plane = dyi + static_cast<size_t>(f) * positions;
-          float sum = 0;
-          for (int j = 0; j < positions; ++j)
-            sum += plane[j];
-          db[f] += sum;
+          const float* __restrict__ src = dy + (n0 + i) * out + f * pos;
+          float* __restrict__ dst = dyt + f * ld + i * pos;
+          for (size_t j = 0; j < pos; ++j)
+            dst[j] = src[j];
         }
-      if (dx != nullptr) {
-        // dcol [taps, positions] = w^T [taps, k] dy_i [k, positions]
-        float* dxi = dx + i * in;
-        if (pointwise) {
-          gemm(true, false, taps, positions, s.k, 1.0f, w, dyi, 0.0f, dxi);
-        } else {
-          gemm(true, false, taps, positions, s.k, 1.0f, w, dyi, 0.0f, dcol);
-          std::fill_n(dxi, in, 0.0f);
-          col2im(s, dcol, dxi);
-        }
+      if (db != nullptr)
+        add_plane_sums(dyc, db, s.k, ld);
+      // dw [k, taps] (+)= dyc [k, nb*positions] col^T [nb*positions, taps]
+      gemm(false, true, s.k, taps, static_cast<int>(ld), 1.0f, dyc,
+           pointwise ? x + n0 * in : col, n0 == 0 ? 0.0f : 1.0f, dw);
+      if (dx == nullptr)
+        continue;
+      // dcol [taps, nb*positions] = w^T [taps, k] dyc [k, nb*positions];
+      // for a 1x1 filter, dcol is dx.
+      gemm(true, false, taps, static_cast<int>(ld), s.k, 1.0f, w, dyc, 0.0f,
+           pointwise ? dx + n0 * in : col);
+      for (int i = 0; !pointwise && i < nb; ++i) {
+        float* dxi = dx + (n0 + i) * in;
+        std::fill_n(dxi, in, 0.0f);
+        col2im(s, col + i * pos, ld, dxi);
       }
     }
   }
 
   void maxpool_forward(const pool_shape& s, const float* x, float* y) override {
+    if (s.window == 2 && s.stride == 2) {
+      maxpool2x2_forward(s, x, y);
+      return;
+    }
     int oh = s.out_h(), ow = s.out_w();
     size_t planes = static_cast<size_t>(s.n) * s.c;
     for (size_t p = 0; p < planes; ++p) {
@@ -306,6 +458,10 @@ public:
                         const float* dy, float* dx) override {
     // The argmax is found again from x rather than matched against y, so
     // ties go to the first maximum exactly as in forward.
+    if (s.window == 2 && s.stride == 2) {
+      maxpool2x2_backward(s, x, dy, dx);
+      return;
+    }
     int oh = s.out_h(), ow = s.out_w();
     size_t planes = static_cast<size_t>(s.n) * s.c;
     std::fill_n(dx, planes * s.h * s.w, 0.0f);
@@ -387,13 +543,44 @@ private:
   static size_t out_size(const conv2d_shape& s) noexcept {
     return static_cast<size_t>(s.k) * s.out_h() * s.out_w();
   }
-  /// One image's im2col matrix, kept across calls so steps do not
-  /// allocate.
-  static float* workspace(std::vector<float>& buf, const conv2d_shape& s) {
-    size_t need = static_cast<size_t>(s.c) * s.r * s.s * s.out_h() * s.out_w();
+  /// A workspace of at least `need` floats, kept across calls so steps
+  /// do not allocate once the largest layer has run (bounded by
+  /// chunk_budget_floats, or one sample's worth when that is larger).
+  static float* workspace(std::vector<float>& buf, size_t need) {
     if (buf.size() < need)
       buf.resize(need);
     return buf.data();
+  }
+  /// y [k, positions] += b[f] on plane f.
+  static void add_plane_bias(float* __restrict__ y, const float* __restrict__ b,
+                             int k, size_t positions) noexcept {
+    for (int f = 0; f < k; ++f) {
+      float* plane = y + f * positions;
+      float bias = b[f];
+      for (size_t j = 0; j < positions; ++j)
+        plane[j] += bias;
+    }
+  }
+  /// db[f] += sum of row f of dy [k, positions].
+  static void add_plane_sums(const float* __restrict__ dy,
+                             float* __restrict__ db, int k,
+                             size_t positions) noexcept {
+    // 8 partial sums: the loop vectorises without reassociating floats.
+    constexpr size_t lanes = 8;
+    for (int f = 0; f < k; ++f) {
+      const float* plane = dy + f * positions;
+      float acc[lanes] = {};
+      size_t j = 0;
+      for (; j + lanes <= positions; j += lanes)
+        for (size_t l = 0; l < lanes; ++l)
+          acc[l] += plane[j + l];
+      float sum = 0;
+      for (; j < positions; ++j)
+        sum += plane[j];
+      for (size_t l = 0; l < lanes; ++l)
+        sum += acc[l];
+      db[f] += sum;
+    }
   }
   /// Flat index in the plane of the first maximum of window (oy, ox).
   static size_t argmax(const pool_shape& s, const float* plane, int oy,
@@ -410,7 +597,9 @@ private:
     return best;
   }
 
-  std::vector<float> col_, dcol_;
+  // conv2d workspaces: a chunk's im2col (and, backward, dcol) matrix, and
+  // its GEMM result (forward) or reordered dy (backward).
+  std::vector<float> col_, res_;
 };
 
 } // namespace

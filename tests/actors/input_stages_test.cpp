@@ -355,7 +355,7 @@ TEST_CASE("a tfrecord_source restored from a snapshot continues exactly "
   s.mutable_tfrecord_source()->set_records_per_item(4);
   s.mutable_tfrecord_source()->set_interleave(2);
   s.mutable_tfrecord_source()->set_epochs(2);
-  stage_info info{"read", "tfrecord_source", 0, 1, 0};
+  stage_info info{"read", "tfrecord_source", 0, 1, 0, nullptr};
   auto* type = reg.find("tfrecord_source");
   auto whole = type->make(info, s);
   collecting_emitter all;
@@ -663,7 +663,7 @@ TEST_CASE("every reader restored from a snapshot continues exactly where it "
   for (auto& [s, field] : cases) {
     INFO(s.type());
     auto* type = reg.find(s.type());
-    stage_info info{"r", s.type(), 0, 1, 0};
+    stage_info info{"r", s.type(), 0, 1, 0, nullptr};
     auto whole = type->make(info, s);
     collecting_emitter all;
     while (whole->produce(all)) {

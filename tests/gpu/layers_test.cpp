@@ -460,12 +460,18 @@ TEST_CASE("gather and scatter_add handle repeated indices", "[device]") {
 }
 
 TEST_CASE("conv2d agrees with a direct convolution", "[device]") {
+  // The CPU device merges samples with few output positions into one GEMM
+  // in chunks: 37 samples of 9 positions go 13, 13, 11; 23 of 12 (strided,
+  // padded) 8, 8, 7; 5 with a large im2col matrix (5400 taps) 2, 2, 1.
   for (auto g : {conv2d_shape{2, 3, 7, 6, 4, 3, 3, 1, 0},
                  conv2d_shape{2, 3, 7, 6, 4, 3, 3, 2, 1},
                  conv2d_shape{3, 2, 5, 5, 3, 1, 1, 1, 0},
-                 conv2d_shape{2, 2, 6, 7, 2, 2, 3, 3, 2}}) {
-    DYNAMIC_SECTION("r " << g.r << " s " << g.s << " stride " << g.stride
-                         << " pad " << g.pad) {
+                 conv2d_shape{2, 2, 6, 7, 2, 2, 3, 3, 2},
+                 conv2d_shape{37, 2, 5, 5, 3, 3, 3, 1, 0},
+                 conv2d_shape{23, 2, 6, 5, 3, 2, 3, 2, 1},
+                 conv2d_shape{5, 600, 3, 3, 2, 3, 3, 1, 1}}) {
+    DYNAMIC_SECTION("n " << g.n << " c " << g.c << " r " << g.r << " s " << g.s
+                         << " stride " << g.stride << " pad " << g.pad) {
       int oh = g.out_h(), ow = g.out_w();
       size_t nx = static_cast<size_t>(g.n) * g.c * g.h * g.w;
       size_t nw = static_cast<size_t>(g.k) * g.c * g.r * g.s;
@@ -525,6 +531,44 @@ TEST_CASE("conv2d agrees with a direct convolution", "[device]") {
       compare(to_host(dbd, g.k), db_ref, "db");
     }
   }
+}
+
+TEST_CASE("maxpool 2x2 agrees with a direct reference on odd sizes",
+          "[device]") {
+  // Odd height and width: the last row and column are in no window and get
+  // a zero gradient. Few distinct values: many ties, which go to the first
+  // maximum in row-major order.
+  pool_shape s{2, 3, 5, 7, 2, 2};
+  int oh = s.out_h(), ow = s.out_w();
+  size_t nx = static_cast<size_t>(s.n) * s.c * s.h * s.w;
+  size_t ny = static_cast<size_t>(s.n) * s.c * oh * ow;
+  af::record_rng rng{7};
+  std::vector<float> x(nx);
+  for (auto& v : x)
+    v = static_cast<float>(rng.below(3));
+  auto dy = uniform(ny, 8, -1, 1);
+  std::vector<float> y_ref(ny), dx_ref(nx, 0);
+  for (size_t p = 0; p < static_cast<size_t>(s.n) * s.c; ++p)
+    for (int oy = 0; oy < oh; ++oy)
+      for (int ox = 0; ox < ow; ++ox) {
+        size_t best = (p * s.h + 2 * oy) * s.w + 2 * ox;
+        for (int r = 0; r < 2; ++r)
+          for (int c = 0; c < 2; ++c) {
+            size_t at = (p * s.h + 2 * oy + r) * s.w + 2 * ox + c;
+            if (x[at] > x[best])
+              best = at;
+          }
+        size_t yi = (p * oh + oy) * ow + ox;
+        y_ref[yi] = x[best];
+        dx_ref[best] += dy[yi];
+      }
+  darray xd = to_device(x), dyd = to_device(dy), yd(cpu(), ny * 4);
+  // dx starts as garbage: every element must be written.
+  darray dxd = to_device(std::vector<float>(nx, 99.0f));
+  cpu().maxpool_forward(s, xd.f32(), yd.f32());
+  cpu().maxpool_backward(s, xd.f32(), yd.f32(), dyd.f32(), dxd.f32());
+  CHECK(to_host(yd, ny) == y_ref);
+  CHECK(to_host(dxd, nx) == dx_ref);
 }
 
 TEST_CASE("maxpool sends the gradient to the first of tied maxima",

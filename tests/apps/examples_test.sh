@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs one of apps/examples/ end to end and checks the target the training
+# issue set for it (docs/training.md, "Measured"):
+#   fmnist_mlp     test accuracy >= 0.89 after 10 epochs
+#   fmnist_cnn     test accuracy >= 0.91
+#   ctr_embedding  AUC within 0.01 of the planted model's AUC
+# Fashion-MNIST comes from Debian's dataset-fashion-mnist, converted once
+# into DATA_DIR (JPEG TFRecords, as scripts/demo does); the example's paths
+# are pointed there.
+#   examples_test.sh ACTORFLOW EXAMPLE_DIR NAME DATA_DIR
+set -euo pipefail
+bin=$1 examples=$2 name=$3 data=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+if [[ $name == fmnist_* ]]; then
+  mkdir -p "$data"
+  exec 9> "$data/.lock"
+  flock 9
+  if [ ! -f "$data/complete" ]; then
+    for split in train t10k; do
+      img=$(dpkg -L dataset-fashion-mnist | grep "$split-images-idx3")
+      out=$data/train shards=4
+      [ $split = train ] || { out=$data/test; shards=1; }
+      "$bin" convert idx --images "$img" --labels "${img/images-idx3/labels-idx1}" \
+        --out "$out" --shards $shards --format jpeg --quality 90 > /dev/null
+    done
+    touch "$data/complete"
+  fi
+  flock -u 9
+fi
+sed "s|build/data/fmnist/|$data/|" "$examples/$name.pbtxt" > "$work/job.pbtxt"
+"$bin" run "$work/job.pbtxt" --no-progress > "$work/out" 2> "$work/err" || {
+  cat "$work/out" "$work/err"; echo "FAIL: $name did not finish"; exit 1; }
+cat "$work/out"
+line=$(grep '^  test (step' "$work/out") || { echo "FAIL: no test line"; exit 1; }
+case $name in
+  fmnist_mlp) want=0.89 ;;
+  fmnist_cnn) want=0.91 ;;
+esac
+if [ $name = ctr_embedding ]; then
+  auc=$(sed -n 's/.*AUC \([0-9.]*\) (planted.*/\1/p' <<< "$line")
+  best=$(sed -n "s/.*planted model's AUC \([0-9.]*\)).*/\1/p" <<< "$line")
+  awk -v a="$auc" -v b="$best" 'BEGIN { exit !(b - a <= 0.01) }' || {
+    echo "FAIL: AUC $auc is more than 0.01 below the planted $best"; exit 1; }
+  echo "ok: AUC $auc, planted $best"
+else
+  acc=$(sed -n 's/.*accuracy \([0-9.]*\).*/\1/p' <<< "$line")
+  awk -v a="$acc" -v w="$want" 'BEGIN { exit !(a >= w) }' || {
+    echo "FAIL: test accuracy $acc < $want"; exit 1; }
+  echo "ok: test accuracy $acc >= $want"
+fi
