@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
@@ -199,6 +200,33 @@ struct ps_client::impl {
   std::vector<std::vector<float>> residual;
   std::vector<float> host;
   std::unordered_map<int64_t, int32_t> local;
+  // The outstanding pull (pull_async), one request per shard.
+  using pull_handle = decltype(std::declval<caf::scoped_actor&>()->request(
+    caf::actor{}, caf::infinite, ps_pull_atom::value, ps_pull{}));
+  std::vector<pull_handle> pending;
+  std::vector<int64_t> pending_rows;
+  std::chrono::steady_clock::time_point pull_begin;
+  // The outstanding push, one request per shard.
+  using push_handle = decltype(std::declval<caf::scoped_actor&>()->request(
+    caf::actor{}, caf::infinite, ps_push_atom::value, ps_push{}));
+  std::vector<push_handle> pushes;
+
+  void collect_acks(push_result& result) {
+    if (pushes.empty())
+      return;
+    auto waiting = std::move(pushes);
+    pushes.clear();
+    uint64_t sum = 0;
+    for (size_t s = 0; s < waiting.size(); ++s)
+      waiting[s].receive(
+        [&](const ps_push_ack& ack) {
+          sum += ack.staleness;
+          result.staleness_max = std::max(result.staleness_max, ack.staleness);
+          result.acknowledged = true;
+        },
+        [&](caf::error& err) { fail(s, err); });
+    result.staleness_mean = static_cast<double>(sum) / waiting.size();
+  }
 
   impl(caf::actor_system& s, std::vector<caf::actor> sh,
        const training_spec& sp, uint32_t w)
@@ -238,16 +266,18 @@ void ps_client::join() {
 
 void ps_client::leave() {
   auto& d = *impl_;
+  flush();
   for (size_t s = 0; s < d.shards.size(); ++s)
     d.self->request(d.shards[s], caf::infinite, ps_done_atom::value, d.worker)
       .receive([](uint64_t) {}, [&](caf::error& err) { d.fail(s, err); });
 }
 
-double ps_client::pull(gpu::model& m, uint64_t clock,
-                       const std::vector<int64_t>& rows) {
+void ps_client::pull_async(uint64_t clock, const std::vector<int64_t>& rows) {
   auto& d = *impl_;
+  if (!d.pending.empty())
+    throw std::logic_error("ps_client: a pull is already outstanding");
   auto k = static_cast<uint32_t>(d.shards.size());
-  auto begin = std::chrono::steady_clock::now();
+  d.pull_begin = std::chrono::steady_clock::now();
   std::vector<ps_pull> requests(k);
   for (uint32_t s = 0; s < k; ++s) {
     requests[s].worker = d.worker;
@@ -267,6 +297,31 @@ double ps_client::pull(gpu::model& m, uint64_t clock,
                     owned[s].size() * sizeof(int64_t));
       requests[s].rows.push_back(std::move(want));
     }
+    d.pending_rows = rows;
+  }
+  d.pending.reserve(k);
+  for (uint32_t s = 0; s < k; ++s)
+    d.pending.push_back(d.self->request(d.shards[s], caf::infinite,
+                                        ps_pull_atom::value,
+                                        std::move(requests[s])));
+}
+
+double ps_client::pull(gpu::model& m, uint64_t clock,
+                       const std::vector<int64_t>& rows) {
+  pull_async(clock, rows);
+  return pull_wait(m);
+}
+
+double ps_client::pull_wait(gpu::model& m) {
+  auto& d = *impl_;
+  auto k = static_cast<uint32_t>(d.shards.size());
+  if (d.pending.size() != k)
+    throw std::logic_error("ps_client: no pull is outstanding");
+  // Hand the handles over first: a failure below must not leave them.
+  auto pending = std::move(d.pending);
+  d.pending.clear();
+  if (d.sparse >= 0) {
+    auto& rows = d.pending_rows;
     d.local.clear();
     for (size_t j = 0; j < rows.size(); ++j)
       d.local.emplace(rows[j], static_cast<int32_t>(j));
@@ -276,14 +331,6 @@ double ps_client::pull(gpu::model& m, uint64_t clock,
                     * static_cast<size_t>(d.spec.params[d.sparse].row_size()),
                   0.0f);
   }
-  using handle = decltype(d.self->request(caf::actor{}, caf::infinite,
-                                          ps_pull_atom::value, ps_pull{}));
-  std::vector<handle> pending;
-  pending.reserve(k);
-  for (uint32_t s = 0; s < k; ++s)
-    pending.push_back(d.self->request(d.shards[s], caf::infinite,
-                                      ps_pull_atom::value,
-                                      std::move(requests[s])));
   auto& dev = m.dev();
   for (uint32_t s = 0; s < k; ++s)
     pending[s].receive(
@@ -322,7 +369,7 @@ double ps_client::pull(gpu::model& m, uint64_t clock,
     dev.upload(m.value(static_cast<size_t>(d.sparse)).get(), d.host.data(),
                d.host.size() * sizeof(float));
   return std::chrono::duration<double>(std::chrono::steady_clock::now()
-                                       - begin)
+                                       - d.pull_begin)
     .count();
 }
 
@@ -462,23 +509,20 @@ ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
       p.grads.clear();
       p.samples = 0;
     }
-  using handle = decltype(d.self->request(caf::actor{}, caf::infinite,
-                                          ps_push_atom::value, ps_push{}));
-  std::vector<handle> pending;
-  pending.reserve(k);
+  // The previous push's acknowledgements come in now, not right after it
+  // was sent: the shards apply a push while the worker computes the next.
+  d.collect_acks(result);
+  d.pushes.reserve(k);
   for (uint32_t s = 0; s < k; ++s)
-    pending.push_back(d.self->request(d.shards[s], caf::infinite,
-                                      ps_push_atom::value,
-                                      std::move(pushes[s])));
-  uint64_t sum = 0;
-  for (uint32_t s = 0; s < k; ++s)
-    pending[s].receive(
-      [&](const ps_push_ack& ack) {
-        sum += ack.staleness;
-        result.staleness_max = std::max(result.staleness_max, ack.staleness);
-      },
-      [&](caf::error& err) { d.fail(s, err); });
-  result.staleness_mean = static_cast<double>(sum) / k;
+    d.pushes.push_back(d.self->request(d.shards[s], caf::infinite,
+                                       ps_push_atom::value,
+                                       std::move(pushes[s])));
+  return result;
+}
+
+ps_client::push_result ps_client::flush() {
+  push_result result;
+  impl_->collect_acks(result);
   return result;
 }
 

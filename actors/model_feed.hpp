@@ -67,7 +67,7 @@ public:
 
   /// Announces the worker to every shard (ps_register_atom).
   void join();
-  /// Says done to every shard.
+  /// Collects outstanding acknowledgements, then says done to every shard.
   void leave();
 
   /// Pulls the dense variables and `rows` of the sparse one into `m`
@@ -75,18 +75,31 @@ public:
   /// staleness bound says. Returns the seconds spent waiting.
   double pull(gpu::model& m, uint64_t clock, const std::vector<int64_t>& rows);
 
+  /// pull() in two halves: send the requests now, take the answers into
+  /// `m` later (a trainer prefetches the next step's parameters while it
+  /// computes). One pull may be outstanding at a time. pull_wait returns
+  /// the seconds since pull_async.
+  void pull_async(uint64_t clock, const std::vector<int64_t>& rows);
+  double pull_wait(gpu::model& m);
+
   /// Pushes the gradients in `m` (sums over `samples`) as step `step`;
   /// `rows` names the sparse variable's local rows. topk_fraction > 0
   /// sends only the largest dense entries and keeps the rest for the next
   /// push. Gradients with NaN or Inf are not pushed: the push advances the
-  /// clock only and the offending variable's name is returned.
+  /// clock only and the offending variable's name is returned. The call
+  /// does not wait for the shards: it collects the acknowledgements of the
+  /// previous push (their staleness is in the result) and sends this one;
+  /// a later pull is answered after it all the same (messages from one
+  /// sender arrive in order). flush() collects the last acknowledgements.
   struct push_result {
     std::string nonfinite; // variable name, or empty
+    bool acknowledged = false; // staleness below is of the previous push
     uint64_t staleness_max = 0;
     double staleness_mean = 0;
   };
   push_result push(gpu::model& m, uint64_t step, uint64_t samples,
                    const std::vector<int64_t>& rows, double topk_fraction);
+  push_result flush();
 
   /// Blocks until `steps` pushes were applied or training finished.
   ps_progress wait(uint64_t steps);

@@ -23,6 +23,7 @@ struct trainer_config {
   int64_t log_every = 100;
   int64_t fail_at_step = 0; // 0: never
   int64_t fail_replica = 0;
+  bool prefetch = false;
 };
 
 trainer_config config_of(const topology::Stage& s) {
@@ -35,6 +36,8 @@ trainer_config config_of(const topology::Stage& s) {
     c.log_every = p.log_every_steps();
   c.fail_at_step = p.fail_at_step();
   c.fail_replica = p.fail_replica();
+  if (p.has_prefetch())
+    c.prefetch = p.prefetch();
   return c;
 }
 
@@ -101,6 +104,7 @@ public:
     auto& last = slots_[1 - next_];
     if (last.full)
       step(last, nullptr);
+    account(client_->flush());
     client_->leave();
     spdlog::info("{}: {} steps, {} samples, loss {:.4f}, {:.0f} samples/s",
                  info_.label(), steps_, samples_, mean_loss(),
@@ -113,9 +117,8 @@ public:
     out.push_back({"samples", static_cast<double>(samples_)});
     out.push_back({"loss", mean_loss()});
     out.push_back({"samples_per_s", samples_per_s()});
-    auto pushed = steps_ - skipped_;
-    out.push_back(
-      {"staleness_mean", pushed ? staleness_sum_ / static_cast<double>(pushed) : 0.0});
+    out.push_back({"staleness_mean",
+                   acks_ ? staleness_sum_ / static_cast<double>(acks_) : 0.0});
     out.push_back({"staleness_max", static_cast<double>(staleness_max_)});
     out.push_back({"wait_data_s", wait_data_s_});
     out.push_back({"wait_params_s", wait_params_s_});
@@ -148,10 +151,23 @@ private:
 
   void step(slot& cur, slot* next) {
     auto clock = steps_;
-    wait_params_s_ += client_->pull(*model_, clock, cur.host.rows);
+    if (prefetched_)
+      wait_params_s_ += client_->pull_wait(*model_);
+    else
+      wait_params_s_ += client_->pull(*model_, clock, cur.host.rows);
+    prefetched_ = false;
     dev_->wait_uploads(); // cur's data is on the device
     if (next != nullptr)
       upload(*next); // overlaps the step below on CUDA
+    // prefetch (unbounded staleness only): the next step's parameters are
+    // asked for now, so the shards answer while this step computes and
+    // apply its push while the next one does; that step then reads
+    // parameters one update older. Otherwise the pull follows the push
+    // (read-my-writes).
+    if (next != nullptr && !spec_.staleness && cfg_.prefetch) {
+      client_->pull_async(clock + 1, next->host.rows);
+      prefetched_ = true;
+    }
     auto seed = mix64(mix64(info_.seed ^ 0x7472616eULL) ^ info_.replica)
                 ^ mix64(clock);
     auto r = model_->train_step(cur.x.get(), cur.labels.get(), cur.host.n,
@@ -165,6 +181,7 @@ private:
                                 static_cast<uint64_t>(cur.host.n),
                                 cur.host.rows, cfg_.topk_fraction);
     cur.full = false;
+    account(pushed);
     if (!pushed.nonfinite.empty()) {
       if (spec_.fail_on_nonfinite)
         throw input_error("gradient of variable '" + pushed.nonfinite
@@ -176,8 +193,6 @@ private:
                      info_.label(), pushed.nonfinite, steps_, skipped_);
       return;
     }
-    staleness_sum_ += pushed.staleness_mean;
-    staleness_max_ = std::max(staleness_max_, pushed.staleness_max);
     if (cur.host.epoch != epoch_) {
       epoch_ = cur.host.epoch;
       epoch_loss_ = 0;
@@ -193,7 +208,16 @@ private:
                    info_.label(), epoch_ + 1, steps_, mean_loss(),
                    samples_per_s(),
                    staleness_sum_
-                     / static_cast<double>(std::max<uint64_t>(1, steps_ - skipped_)));
+                     / static_cast<double>(std::max<uint64_t>(1, acks_)));
+  }
+
+  // Staleness comes with the acknowledgements of the push before.
+  void account(const ps_client::push_result& r) {
+    if (!r.acknowledged)
+      return;
+    ++acks_;
+    staleness_sum_ += r.staleness_mean;
+    staleness_max_ = std::max(staleness_max_, r.staleness_max);
   }
 
   double mean_loss() const {
@@ -216,10 +240,12 @@ private:
   std::unique_ptr<ps_client> client_;
   slot slots_[2];
   int next_ = 0;
+  bool prefetched_ = false; // a pull for the next step is outstanding
   uint64_t steps_ = 0, samples_ = 0, skipped_ = 0, epoch_ = 0;
   double epoch_loss_ = 0;
   uint64_t epoch_samples_ = 0;
   double staleness_sum_ = 0;
+  uint64_t acks_ = 0; // acknowledged pushes
   uint64_t staleness_max_ = 0;
   double wait_data_s_ = 0, wait_params_s_ = 0;
   clock_type::time_point first_{}, last_end_{};

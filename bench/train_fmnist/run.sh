@@ -33,9 +33,10 @@ data=$(dirname "$(dpkg -L dataset-fashion-mnist | grep train-images-idx3)")
 # as the peer's); the evaluator runs alongside and takes its share of the
 # two cores, which the peer's figure leaves out.
 actorflow() {
-  local t=$1 tau=$2 ps="shards: 2"
+  local t=$1 tau=$2 prefetch=${3:-false} ps="shards: 2"
   [ "$tau" = inf ] || ps="shards: 2 staleness: $tau"
   sed -e "s|@TRAINERS@|$t|" -e "s|@PS@|$ps|" -e "s|@EPOCHS@|$epochs|" \
+      -e "s|@PREFETCH@|$prefetch|" \
       -e "s|@DATA@|$data|g" "$here/actorflow_mlp.pbtxt.in" > "$work/af.pbtxt"
   "$bin" run "$work/af.pbtxt" --no-progress > "$work/out" 2>&1
   python3 - "$work/out" "$target" <<'PY'
@@ -74,7 +75,7 @@ t = r["time_to_target_s"]
 print("%.0f %s %.4f" % (r["samples_per_s"], "-" if t is None else "%.2f" % t, r["final_accuracy"]))'
 }
 
-configs=("1 inf" "1 4" "1 0" "2 inf" "2 4" "2 0")
+configs=("1 inf" "1 4" "1 0" "2 inf" "2 4" "2 0" "1 inf true" "2 inf true")
 declare -A runs
 for ((r = 0; r < rounds; ++r)); do
   echo "round $((r + 1))/$rounds" >&2
@@ -96,19 +97,20 @@ print(f"MLP 784-256-128-10, Adam 0.001, batch 64, {epochs} epochs; time to "
       f"{float(target):.0%} test accuracy (evaluated every 500 steps). Median of "
       f"{len(t)} interleaved rounds; ratio = per-round ActorFlow / PyTorch.")
 print()
-print("| engine | trainers | staleness | samples/s | vs PyTorch | s to target | final accuracy |")
-print("|---|---|---|---|---|---|---|")
+print("| engine | trainers | staleness | prefetch | samples/s | vs PyTorch | s to target | final accuracy |")
+print("|---|---|---|---|---|---|---|---|")
 def med(xs):
     return statistics.median(xs)
 def fmt_hit(rows):
     hits = [float(r[1]) for r in rows if r[1] != "-"]
     return "%.1f" % med(hits) if len(hits) == len(rows) else f"{len(hits)}/{len(rows)} reached"
-print(f"| PyTorch {''} | 1 thread | - | {med([float(r[0]) for r in t]):,.0f} | 1.00 | {fmt_hit(t)} | {med([float(r[2]) for r in t]):.4f} |")
+print(f"| PyTorch | 1 thread | - | - | {med([float(r[0]) for r in t]):,.0f} | 1.00 | {fmt_hit(t)} | {med([float(r[2]) for r in t]):.4f} |")
 for c, s in runs.items():
     rows = parse(s)
-    trainers, tau = c.split()
+    trainers, tau, *pre = c.split()
     ratio = med([float(a[0]) / float(b[0]) for a, b in zip(rows, t)])
     print(f"| ActorFlow | {trainers} | {'unbounded' if tau == 'inf' else tau} | "
+          f"{'yes' if pre else 'no'} | "
           f"{med([float(r[0]) for r in rows]):,.0f} | {ratio:.2f} | {fmt_hit(rows)} | "
           f"{med([float(r[2]) for r in rows]):.4f} |")
 PY

@@ -299,3 +299,28 @@ stage { name: "eval" type: "evaluator" input { stage: "test_batch" }
   CHECK(auc > best - 0.02);
   CHECK(auc <= best + 0.02);
 }
+
+TEST_CASE_METHOD(training_fixture, "one trainer reads its own updates unless "
+                                   "it prefetches parameters") {
+  SECTION("pull after push: staleness 0") {
+    auto r = run_text(sys, reg, blob_job(mlp, "prefetch: false", "", 1));
+    REQUIRE(r.ok);
+    CHECK(metric_of(r, "train[0]", "staleness_max") == 0);
+    CHECK(metric_of(r, "eval[0]", "test_accuracy") >= 0.9);
+  }
+  SECTION("prefetch: every step reads parameters one update old") {
+    auto r = run_text(sys, reg, blob_job(mlp, "prefetch: true", "", 1));
+    REQUIRE(r.ok);
+    CHECK(metric_of(r, "train[0]", "staleness_max") == 1);
+    CHECK(metric_of(r, "train[0]", "staleness_mean") > 0.9);
+    CHECK(metric_of(r, "eval[0]", "test_accuracy") >= 0.9);
+  }
+  SECTION("a staleness bound turns prefetching off") {
+    auto bounded = mlp;
+    bounded.replace(bounded.find("ps { shards: 2 }"), 16,
+                    "ps { shards: 2 staleness: 3 }");
+    auto r = run_text(sys, reg, blob_job(bounded, "prefetch: true", "", 1));
+    REQUIRE(r.ok);
+    CHECK(metric_of(r, "train[0]", "staleness_max") == 0);
+  }
+}
