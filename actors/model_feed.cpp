@@ -46,6 +46,20 @@ bool is_int(dtype t) {
   return t == dtype::u8 || t == dtype::i32 || t == dtype::i64;
 }
 
+// Each of n samples from [h, w, c] to [c, h, w], in place.
+void hwc_to_chw(std::vector<float>& x, int64_t n, int64_t h, int64_t w,
+                int64_t c) {
+  std::vector<float> tmp(static_cast<size_t>(h * w * c));
+  for (int64_t i = 0; i < n; ++i) {
+    auto* p = x.data() + i * h * w * c;
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t z = 0; z < w; ++z)
+        for (int64_t k = 0; k < c; ++k)
+          tmp[static_cast<size_t>((k * h + y) * w + z)] = p[(y * w + z) * c + k];
+    std::copy(tmp.begin(), tmp.end(), p);
+  }
+}
+
 // No NaN or Inf in p[0, n): an exponent test on the bits, which vectorises
 // (std::isfinite in a loop does not).
 bool all_finite(const float* p, size_t n) {
@@ -142,6 +156,14 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
                                     + "; the model takes f32, f64 or u8 "
                                       "(scaled to [0, 1])");
     }
+    // Images come out of image_decode as [height, width, channels]; conv2d
+    // takes [channels, height, width]. With one channel both are the same
+    // bytes; with more, the samples are transposed here.
+    auto& want_shape = spec.model.input_shape;
+    if (sample.size() == 3 && want_shape.size() == 3 && want_shape[0] > 1
+        && sample[2] == want_shape[0] && sample[0] == want_shape[1]
+        && sample[1] == want_shape[2])
+      hwc_to_chw(out.x, n, sample[0], sample[1], sample[2]);
   }
   auto& y = field(spec.label);
   if (y.rows() != n || y.elements() != n || !is_int(y.type()))

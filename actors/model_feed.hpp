@@ -48,7 +48,9 @@ struct host_batch {
   }
 };
 
-/// Converts `b` into `out`. u8 inputs are scaled to [0, 1]; i64 ids (an
+/// Converts `b` into `out`. u8 inputs are scaled to [0, 1]; images shaped
+/// [height, width, channels] (image_decode's layout) are transposed to the
+/// [channels, height, width] of an input_shape that says so; i64 ids (an
 /// embedding first layer) are checked against the table and mapped to
 /// local rows. Throws af::input_error naming the field, the record and the
 /// value when the batch does not fit the model (bad data fails the job even
