@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "actors/strided_source.hpp"
 #include "runtime/random.hpp"
 
 namespace af {
@@ -54,10 +55,11 @@ double normal(record_rng& rng) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
-class ctr_source : public stage_logic {
+class ctr_source : public strided_source {
 public:
   ctr_source(const stage_info& info, ctr_config cfg)
-    : info_(info), cfg_(cfg), next_(info.replica) {
+    : strided_source(info, cfg.records, cfg.records_per_item, cfg.epochs),
+      cfg_(cfg) {
     auto n = static_cast<size_t>(cfg_.features * cfg_.vocabulary);
     weights_.resize(n);
     for (size_t id = 0; id < n; ++id) {
@@ -67,66 +69,43 @@ public:
     }
   }
 
-  bool produce(emitter& out) override {
-    if (epoch_ >= static_cast<uint64_t>(cfg_.epochs))
-      return false;
-    auto stride = static_cast<int64_t>(info_.replicas);
-    int64_t left =
-      next_ < cfg_.records ? (cfg_.records - next_ + stride - 1) / stride : 0;
-    auto n = std::min(left, cfg_.records_per_item);
-    if (n > 0) {
-      auto f = cfg_.features;
-      auto ids = tensor::allocate(dtype::i64, {n, f});
-      auto label = tensor::allocate(dtype::i64, {n});
-      auto logit = tensor::allocate(dtype::f32, {n});
-      auto index = tensor::allocate(dtype::i64, {n});
-      auto* ip = ids.mutable_data_as<int64_t>();
-      auto* lp = label.mutable_data_as<int64_t>();
-      auto* zp = logit.mutable_data_as<float>();
-      auto* xp = index.mutable_data_as<int64_t>();
-      auto exponent = 1.0 + cfg_.zipf;
-      for (int64_t i = 0; i < n; ++i) {
-        auto k = next_ + i * stride;
-        record_rng rng{info_.seed ^ mix64(static_cast<uint64_t>(cfg_.split_seed)),
-                       0x636c6b73ULL, static_cast<uint64_t>(k)};
-        double z = cfg_.bias;
-        for (int64_t j = 0; j < f; ++j) {
-          auto v = static_cast<int64_t>(
-            static_cast<double>(cfg_.vocabulary)
-            * std::pow(rng.uniform(), exponent));
-          auto id = j * cfg_.vocabulary + std::min(v, cfg_.vocabulary - 1);
-          ip[i * f + j] = id;
-          z += weights_[static_cast<size_t>(id)];
-        }
-        zp[i] = static_cast<float>(z);
-        lp[i] = rng.uniform() < 1.0 / (1.0 + std::exp(-z)) ? 1 : 0;
-        xp[i] = k;
+private:
+  void fill(int64_t first, int64_t stride, int64_t n, batch& b) override {
+    auto f = cfg_.features;
+    auto ids = tensor::allocate(dtype::i64, {n, f});
+    auto label = tensor::allocate(dtype::i64, {n});
+    auto logit = tensor::allocate(dtype::f32, {n});
+    auto index = tensor::allocate(dtype::i64, {n});
+    auto* ip = ids.mutable_data_as<int64_t>();
+    auto* lp = label.mutable_data_as<int64_t>();
+    auto* zp = logit.mutable_data_as<float>();
+    auto* xp = index.mutable_data_as<int64_t>();
+    auto exponent = 1.0 + cfg_.zipf;
+    for (int64_t i = 0; i < n; ++i) {
+      auto k = first + i * stride;
+      record_rng rng{info().seed
+                       ^ mix64(static_cast<uint64_t>(cfg_.split_seed)),
+                     0x636c6b73ULL, static_cast<uint64_t>(k)};
+      double z = cfg_.bias;
+      for (int64_t j = 0; j < f; ++j) {
+        auto v = static_cast<int64_t>(static_cast<double>(cfg_.vocabulary)
+                                      * std::pow(rng.uniform(), exponent));
+        auto id = j * cfg_.vocabulary + std::min(v, cfg_.vocabulary - 1);
+        ip[i * f + j] = id;
+        z += weights_[static_cast<size_t>(id)];
       }
-      next_ += n * stride;
-      batch b;
-      b.seq = seq_++;
-      b.epoch = epoch_;
-      b.set("ids", std::move(ids));
-      b.set("label", std::move(label));
-      b.set("logit", std::move(logit));
-      b.set("index", std::move(index));
-      out.push(std::move(b));
+      zp[i] = static_cast<float>(z);
+      lp[i] = rng.uniform() < 1.0 / (1.0 + std::exp(-z)) ? 1 : 0;
+      xp[i] = k;
     }
-    if (next_ >= cfg_.records) {
-      out.end_epoch(epoch_);
-      ++epoch_;
-      next_ = info_.replica;
-    }
-    return epoch_ < static_cast<uint64_t>(cfg_.epochs);
+    b.set("ids", std::move(ids));
+    b.set("label", std::move(label));
+    b.set("logit", std::move(logit));
+    b.set("index", std::move(index));
   }
 
-private:
-  stage_info info_;
   ctr_config cfg_;
   std::vector<float> weights_;
-  int64_t next_;
-  uint64_t epoch_ = 0;
-  uint64_t seq_ = 0;
 };
 
 std::string check(const topology::Stage& s) {

@@ -1,5 +1,7 @@
 #include "actors/synthetic_source.hpp"
 
+#include "actors/strided_source.hpp"
+
 #include <cstring>
 
 namespace af {
@@ -30,55 +32,32 @@ source_config config_of(const topology::Stage& s) {
   return c;
 }
 
-class synthetic_source : public stage_logic {
+class synthetic_source : public strided_source {
 public:
   synthetic_source(const stage_info& info, source_config cfg)
-    : info_(info), cfg_(cfg), next_(info.replica) {}
-
-  bool produce(emitter& out) override {
-    if (epoch_ >= static_cast<uint64_t>(cfg_.epochs))
-      return false;
-    auto stride = static_cast<int64_t>(info_.replicas);
-    // Records of this replica left in the epoch.
-    int64_t left =
-      next_ < cfg_.records ? (cfg_.records - next_ + stride - 1) / stride : 0;
-    auto n = std::min(left, cfg_.records_per_item);
-    if (n > 0) {
-      auto x = tensor::allocate(dtype::u8, {n, cfg_.record_bytes});
-      auto label = tensor::allocate(dtype::i64, {n});
-      auto* xp = x.mutable_data_as<uint8_t>();
-      auto* lp = label.mutable_data_as<int64_t>();
-      for (int64_t i = 0; i < n; ++i) {
-        auto index = next_ + i * stride;
-        // Cheap, seed- and index-dependent bytes: enough to detect mixing
-        // and loss, not meant to be random.
-        auto v = static_cast<uint8_t>((index * 131 + info_.seed) & 0xff);
-        std::memset(xp + i * cfg_.record_bytes, v,
-                    static_cast<size_t>(cfg_.record_bytes));
-        lp[i] = index % cfg_.classes;
-      }
-      next_ += n * stride;
-      batch b;
-      b.seq = seq_++;
-      b.epoch = epoch_;
-      b.set("x", std::move(x));
-      b.set("label", std::move(label));
-      out.push(std::move(b));
-    }
-    if (next_ >= cfg_.records) {
-      out.end_epoch(epoch_);
-      ++epoch_;
-      next_ = info_.replica;
-    }
-    return epoch_ < static_cast<uint64_t>(cfg_.epochs);
-  }
+    : strided_source(info, cfg.records, cfg.records_per_item, cfg.epochs),
+      cfg_(cfg) {}
 
 private:
-  stage_info info_;
+  void fill(int64_t first, int64_t stride, int64_t n, batch& b) override {
+    auto x = tensor::allocate(dtype::u8, {n, cfg_.record_bytes});
+    auto label = tensor::allocate(dtype::i64, {n});
+    auto* xp = x.mutable_data_as<uint8_t>();
+    auto* lp = label.mutable_data_as<int64_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      auto index = first + i * stride;
+      // Cheap, seed- and index-dependent bytes: enough to detect mixing
+      // and loss, not meant to be random.
+      auto v = static_cast<uint8_t>((index * 131 + info().seed) & 0xff);
+      std::memset(xp + i * cfg_.record_bytes, v,
+                  static_cast<size_t>(cfg_.record_bytes));
+      lp[i] = index % cfg_.classes;
+    }
+    b.set("x", std::move(x));
+    b.set("label", std::move(label));
+  }
+
   source_config cfg_;
-  int64_t next_;
-  uint64_t epoch_ = 0;
-  uint64_t seq_ = 0;
 };
 
 std::string check(const topology::Stage& s) {
