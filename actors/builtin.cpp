@@ -27,29 +27,30 @@ namespace {
 service_type ps_service_type() {
   service_type s;
   s.name = ps_service;
-  s.needed = [](const topology::Topology& topo) {
+  s.count = [](const topology::Topology& topo) -> uint32_t {
     for (auto& stage : topo.stage())
       if (stage.type() == "trainer")
-        return true;
-    return false;
+        return training_spec_of(topo).shards;
+    return 0;
   };
-  s.spawn = [](caf::actor_system& sys, const topology::Topology& topo) {
+  s.spawn = [](caf::actor_system& sys, const topology::Topology& topo,
+               uint32_t k) {
     auto spec = training_spec_of(topo);
-    std::vector<caf::actor> shards;
-    for (uint32_t k = 0; k < spec.shards; ++k) {
-      ps_shard_config cfg;
-      cfg.shard = k;
-      cfg.shards = spec.shards;
-      cfg.params = spec.params;
-      cfg.optimizer = spec.optimizer;
-      cfg.staleness = spec.staleness;
-      cfg.scale_lr_by_staleness = spec.scale_lr_by_staleness;
-      cfg.expected_workers = spec.workers;
-      cfg.seed = spec.seed;
-      cfg.name = std::string{ps_service} + "[" + std::to_string(k) + "]";
-      shards.push_back(spawn_ps_shard(sys, std::move(cfg)));
-    }
-    return shards;
+    ps_shard_config cfg;
+    cfg.shard = k;
+    cfg.shards = spec.shards;
+    cfg.params = spec.params;
+    cfg.optimizer = spec.optimizer;
+    cfg.staleness = spec.staleness;
+    cfg.scale_lr_by_staleness = spec.scale_lr_by_staleness;
+    cfg.expected_workers = spec.workers;
+    cfg.seed = spec.seed;
+    cfg.name = std::string{ps_service} + "[" + std::to_string(k) + "]";
+    return spawn_ps_shard(sys, std::move(cfg));
+  };
+  s.hosts = [](const topology::Topology& topo) {
+    auto& h = topo.training().ps().hosts();
+    return std::vector<std::string>(h.begin(), h.end());
   };
   return s;
 }

@@ -6,20 +6,32 @@
 #include <stdexcept>
 
 #include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/system_messages.hpp>
 
+#include <google/protobuf/text_format.h>
 #include <spdlog/spdlog.h>
 
 #include "runtime/credit.hpp"
+#include "runtime/node.hpp"
 #include "runtime/stream.hpp"
 
 namespace af {
 
 namespace {
+
+// The topology as text, for nodes (printed once, on first need).
+const std::string& topology_text_of(const topology::Topology& spec,
+                                    std::string& text) {
+  if (text.empty())
+    google::protobuf::TextFormat::PrintToString(spec, &text);
+  return text;
+}
 
 using start_atom = caf::atom_constant<caf::atom("af_start")>;
 using abort_atom = caf::atom_constant<caf::atom("af_abort")>;
@@ -290,63 +302,109 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
     caf::anon_send_exit(result.coordinator_, caf::exit_reason::user_shutdown);
   };
 
+  // Nodes, connected on first use: host name -> its spawner.
+  std::map<std::string, caf::actor> spawners;
+  std::string topology_text;
+  caf::scoped_actor self{sys};
+  auto spawner_for = [&](const std::string& host) -> caf::actor {
+    if (auto it = spawners.find(host); it != spawners.end())
+      return it->second;
+    std::string address;
+    for (auto& h : spec.host())
+      if (h.name() == host)
+        address = h.address();
+    auto where = "host '" + host + "' (" + address + ")";
+    auto parsed = parse_address(address);
+    if (!parsed)
+      throw std::runtime_error(where + ": not a HOST:PORT address");
+    if (!sys.has_middleman())
+      throw std::runtime_error(where + ": this actor system has no network "
+                                       "(load caf::io::middleman)");
+    auto spawner = sys.middleman().remote_actor(parsed->host, parsed->port);
+    if (!spawner)
+      throw std::runtime_error(where + " is unreachable: "
+                               + sys.render(spawner.error())
+                               + " (is `actorflow node --listen " + address
+                               + "` running there?)");
+    spawners.emplace(host, *spawner);
+    return *spawner;
+  };
+  // Asks a node to create an actor; the answer is its handle.
+  auto remote = [&](const std::string& host, const std::string& what,
+                    auto... request) {
+    auto spawner = spawner_for(host);
+    caf::actor handle;
+    self->request(spawner, std::chrono::seconds{60}, request...)
+      .receive([&](caf::actor& a) { handle = std::move(a); },
+               [&](caf::error& err) {
+                 throw std::runtime_error(what + " on host '" + host
+                                          + "': " + sys.render(err));
+               });
+    return handle;
+  };
+
   // Services first: stages reach them from their factories.
   auto context = std::make_shared<job_context>();
   context->system = &sys;
   context->topology = std::make_shared<const topology::Topology>(spec);
-  for (auto& service : reg.services()) {
-    if (!service.needed(spec))
-      continue;
-    std::vector<caf::actor> actors;
-    try {
-      actors = service.spawn(sys, spec);
-    } catch (const std::exception& ex) {
-      kill_spawned();
-      throw std::runtime_error(service.name + ": cannot start: " + ex.what());
-    }
-    for (size_t k = 0; k < actors.size(); ++k) {
-      service_handles.push_back(actors[k]);
-      service_labels.push_back(service.name + "[" + std::to_string(k) + "]");
-    }
-    context->services[service.name] = std::move(actors);
-  }
-
-  // Spawn every replica, stage by stage.
-  for (int i = 0; i < spec.stage_size(); ++i) {
-    auto& s = spec.stage(i);
-    auto* type = reg.find(s.type());
-    auto n = static_cast<uint32_t>(replicas_of(s));
-    for (uint32_t r = 0; r < n; ++r) {
-      stage_setup setup;
-      setup.info.name = s.name();
-      setup.info.type = s.type();
-      setup.info.replica = r;
-      setup.info.replicas = n;
-      setup.info.seed = static_cast<uint64_t>(spec.runtime().seed());
-      setup.info.context = context;
-      try {
-        setup.logic = type->make(setup.info, s);
-      } catch (const std::exception& ex) {
-        kill_spawned();
-        throw std::runtime_error("stage " + setup.info.label()
-                                 + ": cannot create: " + ex.what());
+  std::vector<std::string> service_of; // flattened, for remote stages
+  try {
+    for (auto& service : reg.services()) {
+      auto count = service.count(spec);
+      auto hosts = service.hosts ? service.hosts(spec)
+                                 : std::vector<std::string>{};
+      std::vector<caf::actor> actors;
+      for (uint32_t k = 0; k < count; ++k) {
+        auto label = service.name + "[" + std::to_string(k) + "]";
+        caf::actor a;
+        try {
+          if (hosts.empty())
+            a = service.spawn(sys, spec, k);
+          else
+            a = remote(hosts[k % hosts.size()], label, spawn_service_atom::value,
+                       topology_text_of(spec, topology_text), service.name, k,
+                       result.coordinator_);
+        } catch (const std::exception& ex) {
+          throw std::runtime_error(label + ": cannot start: " + ex.what());
+        }
+        actors.push_back(a);
+        service_handles.push_back(a);
+        service_labels.push_back(label);
+        service_of.push_back(service.name);
       }
-      setup.coordinator = result.coordinator_;
-      setup.metrics_interval = interval;
-      setup.blocking = s.has_blocking() ? s.blocking() : type->blocking;
-      // One-to-one stages keep no order of their own (each replica sees a
-      // subset); the stage after them restores it.
-      setup.deterministic = spec.runtime().deterministic()
-                            && !type->one_to_one;
-      labels.push_back(setup.info.label());
-      stages.push_back(s.name());
-      if (r == 0 && type->replicas_may_fail)
-        may_fail.push_back(s.name());
-      auto handle = spawn_stage(sys, std::move(setup));
-      handles.push_back(handle);
-      replicas[i].push_back(handle);
-      result.replicas_.emplace_back(labels.back(), handle);
+      if (count > 0)
+        context->services[service.name] = std::move(actors);
     }
+
+    // Spawn every replica, stage by stage.
+    for (int i = 0; i < spec.stage_size(); ++i) {
+      auto& s = spec.stage(i);
+      auto* type = reg.find(s.type());
+      auto n = static_cast<uint32_t>(replicas_of(s));
+      for (uint32_t r = 0; r < n; ++r) {
+        auto label = s.name() + "[" + std::to_string(r) + "]";
+        caf::actor handle;
+        if (s.hosts_size() == 0)
+          handle = spawn_replica(sys, reg, spec, i, r, context,
+                                 result.coordinator_);
+        else
+          handle = remote(s.hosts(static_cast<int>(r % s.hosts_size())),
+                          "stage " + label, spawn_stage_atom::value,
+                          topology_text_of(spec, topology_text),
+                          static_cast<uint32_t>(i), r, result.coordinator_,
+                          service_of, service_handles);
+        labels.push_back(label);
+        stages.push_back(s.name());
+        if (r == 0 && type->replicas_may_fail)
+          may_fail.push_back(s.name());
+        handles.push_back(handle);
+        replicas[i].push_back(handle);
+        result.replicas_.emplace_back(label, handle);
+      }
+    }
+  } catch (const std::exception&) {
+    kill_spawned();
+    throw;
   }
   caf::anon_send(result.coordinator_, start_atom::value, handles, labels,
                  stages, may_fail, service_handles, service_labels);

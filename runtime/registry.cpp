@@ -33,6 +33,14 @@ const stage_type* registry::find(const std::string& name) const noexcept {
   return nullptr;
 }
 
+const service_type*
+registry::find_service(const std::string& name) const noexcept {
+  for (auto& s : services_)
+    if (s.name == name)
+      return &s;
+  return nullptr;
+}
+
 std::vector<const stage_type*> registry::list() const {
   std::vector<const stage_type*> out;
   for (auto& t : types_)
@@ -43,8 +51,8 @@ std::vector<const stage_type*> registry::list() const {
 }
 
 void registry::add_service(service_type service) {
-  if (service.name.empty() || !service.needed || !service.spawn)
-    throw std::invalid_argument("a service needs a name, needed and spawn");
+  if (service.name.empty() || !service.count || !service.spawn)
+    throw std::invalid_argument("a service needs a name, count and spawn");
   for (auto& s : services_)
     if (s.name == service.name)
       throw std::invalid_argument("service '" + service.name

@@ -53,11 +53,16 @@ struct stage_type {
 /// service actor that goes down earlier fails the job.
 struct service_type {
   std::string name;
-  std::function<bool(const topology::Topology&)> needed;
-  /// Spawns the service's actors. May throw std::exception.
-  std::function<std::vector<caf::actor>(caf::actor_system&,
-                                        const topology::Topology&)>
+  /// How many actors this topology needs (0: the service is not used).
+  std::function<uint32_t(const topology::Topology&)> count;
+  /// Spawns actor `index` (< count). May throw std::exception. Runs in the
+  /// coordinator's process or on the node the actor is placed on.
+  std::function<caf::actor(caf::actor_system&, const topology::Topology&,
+                           uint32_t index)>
     spawn;
+  /// Placement: actor k runs on host hosts[k % n] (names of
+  /// Topology.host); empty: in the coordinator's process.
+  std::function<std::vector<std::string>(const topology::Topology&)> hosts;
 };
 
 /// A problem found by a whole-topology check: `path` names the field it is
@@ -84,6 +89,7 @@ public:
   std::vector<const stage_type*> list() const;
 
   void add_service(service_type service);
+  const service_type* find_service(const std::string& name) const noexcept;
   const std::vector<service_type>& services() const noexcept {
     return services_;
   }

@@ -1,5 +1,9 @@
 #include "runtime/system.hpp"
 
+#include <chrono>
+
+#include <caf/io/middleman.hpp>
+
 #include <stdexcept>
 #include <thread>
 
@@ -27,6 +31,14 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<ps_push_ack>("af::ps_push_ack");
   cfg.add_message_type<ps_progress>("af::ps_progress");
   cfg.add_message_type<ps_shard_stats>("af::ps_shard_stats");
+}
+
+void enable_network(caf::actor_system_config& cfg) {
+  cfg.load<caf::io::middleman>();
+  cfg.set("middleman.heartbeat-interval",
+          caf::timespan{std::chrono::milliseconds{500}});
+  cfg.set("middleman.connection-timeout",
+          caf::timespan{std::chrono::seconds{3}});
 }
 
 void apply(const engine_options& opts, caf::actor_system_config& cfg) {

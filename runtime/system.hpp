@@ -30,6 +30,10 @@ void add_message_types(caf::actor_system_config& cfg);
 /// Throws std::invalid_argument on an unknown scheduler policy.
 void apply(const engine_options& opts, caf::actor_system_config& cfg);
 
+/// Loads CAF's middleman (remote actors over TCP) with heartbeats, so that
+/// a frozen peer is noticed within seconds.
+void enable_network(caf::actor_system_config& cfg);
+
 /// The engine options a topology's `runtime` block asks for.
 engine_options engine_options_of(const topology::Runtime& rt);
 

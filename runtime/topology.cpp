@@ -13,6 +13,8 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include "runtime/node.hpp"
+
 namespace af {
 
 namespace pb = google::protobuf;
@@ -84,6 +86,7 @@ public:
     check_edges();
     result.order = check_cycles();
     check_runtime();
+    check_hosts();
     for (auto& check : reg_.topology_checks())
       for (auto& problem : check(spec_))
         error(path_line(problem.path), problem.message);
@@ -306,6 +309,38 @@ private:
     cycle += spec_.stage(static_cast<int>(cur)).name();
     error(lines_[cur], "the stages form a cycle: " + cycle);
     return order;
+  }
+
+  // Nodes (Topology.host) and the placements that name them.
+  void check_hosts() {
+    std::map<std::string, int> names;
+    for (int i = 0; i < spec_.host_size(); ++i) {
+      auto& h = spec_.host(i);
+      auto line = path_line("host[" + std::to_string(i) + "]");
+      if (h.name().empty())
+        error(line, "host has no name");
+      else if (!names.emplace(h.name(), i).second)
+        error(line, "duplicate host name '" + h.name() + "'");
+      auto addr = parse_address(h.address());
+      if (!addr || addr->port == 0)
+        error(path_line("host[" + std::to_string(i) + "].address"),
+              "host '" + h.name() + "': address must be HOST:PORT with a "
+              "port in 1..65535, got '" + h.address() + "'");
+    }
+    for (int i = 0; i < spec_.stage_size(); ++i)
+      for (int j = 0; j < spec_.stage(i).hosts_size(); ++j) {
+        auto& name = spec_.stage(i).hosts(j);
+        if (!names.count(name))
+          error(field_line(i, "hosts", j),
+                "stage '" + spec_.stage(i).name() + "' is placed on host '"
+                  + name + "', which no host { name: ... } defines");
+      }
+    auto& ps = spec_.training().ps();
+    for (int j = 0; j < ps.hosts_size(); ++j)
+      if (!names.count(ps.hosts(j)))
+        error(path_line("training.ps.hosts[" + std::to_string(j) + "]"),
+              "training.ps is placed on host '" + ps.hosts(j)
+                + "', which no host { name: ... } defines");
   }
 
   void check_deterministic() {

@@ -6,11 +6,15 @@
 #include <csignal>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/send.hpp>
 #include <caf/scheduler/abstract_coordinator.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -22,6 +26,7 @@
 #include "apps/actorflow/report.hpp"
 #include "runtime/autotune.hpp"
 #include "runtime/job.hpp"
+#include "runtime/node.hpp"
 #include "runtime/system.hpp"
 #include "runtime/topology.hpp"
 #include "runtime/version.hpp"
@@ -104,6 +109,9 @@ int cmd_run(const run_args& args, const af::registry& reg) {
   caf::actor_system_config cfg;
   af::add_message_types(cfg);
   af::apply(opts, cfg);
+  // Stages placed on nodes: connect through CAF's middleman.
+  if (topo.spec.host_size() > 0)
+    af::enable_network(cfg);
   caf::actor_system sys{cfg};
 
   auto name = topo.spec.name().empty() ? args.topology : topo.spec.name();
@@ -195,6 +203,53 @@ int cmd_run(const run_args& args, const af::registry& reg) {
   return stop_sent ? exit_interrupted : exit_ok;
 }
 
+struct node_args {
+  std::string listen = "127.0.0.1:4242";
+  int threads = -1;
+};
+
+// `actorflow node`: serves jobs until SIGINT or SIGTERM.
+int cmd_node(const node_args& args, const af::registry& reg) {
+  auto text = args.listen;
+  if (text.find(':') == std::string::npos)
+    text = "127.0.0.1:" + text; // a bare port binds to loopback
+  auto addr = af::parse_address(text);
+  if (!addr) {
+    std::fprintf(stderr, "node: --listen must be PORT or HOST:PORT, got '%s'\n",
+                 args.listen.c_str());
+    return exit_usage;
+  }
+  af::engine_options opts;
+  if (args.threads >= 0)
+    opts.threads = static_cast<size_t>(args.threads);
+  caf::actor_system_config cfg;
+  af::add_message_types(cfg);
+  af::apply(opts, cfg);
+  af::enable_network(cfg);
+  caf::actor_system sys{cfg};
+  auto spawner = af::spawn_node_spawner(sys, reg);
+  auto port = sys.middleman().publish(spawner, addr->port, addr->host.c_str(),
+                                      true);
+  if (!port) {
+    std::fprintf(stderr, "node: cannot listen on %s: %s\n", text.c_str(),
+                 sys.render(port.error()).c_str());
+    caf::anon_send_exit(spawner, caf::exit_reason::user_shutdown);
+    return exit_failure;
+  }
+  // The line tests and scripts wait for (with the port, when 0 was asked).
+  std::printf("actorflow node listening on %s:%u\n", addr->host.c_str(),
+              static_cast<unsigned>(*port));
+  std::fflush(stdout);
+  spdlog::info("node: listening on {}:{} ({} scheduler threads)", addr->host,
+               *port, sys.scheduler().num_workers());
+  install_signal_handlers();
+  while (signals_received.load() == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds{100});
+  spdlog::info("node: stopping");
+  caf::anon_send_exit(spawner, caf::exit_reason::user_shutdown);
+  return exit_ok;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -244,6 +299,20 @@ int main(int argc, char** argv) {
   validate->add_flag("--list-types", list_types,
                      "List the registered stage types");
 
+  node_args nargs;
+  auto* node = app.add_subcommand(
+    "node", "Serve jobs: run the stages and parameter-server shards that "
+            "topologies place on this host");
+  node
+    ->add_option("--listen", nargs.listen,
+                 "PORT or HOST:PORT to listen on (a bare port, and the "
+                 "default, bind to 127.0.0.1 only; port 0 picks a free one)")
+    ->capture_default_str();
+  node
+    ->add_option("--threads", nargs.threads,
+                 "Scheduler worker threads (default: the number of cores)")
+    ->check(CLI::NonNegativeNumber);
+
   std::function<int()> action;
   af::cli::add_convert(app, action);
   af::cli::add_inspect(app, action);
@@ -267,6 +336,8 @@ int main(int argc, char** argv) {
       return action();
     if (run->parsed())
       return cmd_run(rargs, reg);
+    if (node->parsed())
+      return cmd_node(nargs, reg);
     return cmd_validate(vpath, list_types, reg);
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "actorflow: %s\n", ex.what());

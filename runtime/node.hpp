@@ -1,0 +1,64 @@
+// Nodes: what `actorflow node` runs, and how a coordinator places stage
+// replicas and service actors on one. A node publishes a spawner actor on
+// its address; the coordinator (job::start) connects to it through CAF's
+// middleman and asks it, with ordinary messages, to create actors from the
+// same topology text. Every other message (items, credit, markers, the
+// parameter-server protocol) then travels between the actors as it does in
+// one process: nothing in a stage knows whether its peer is remote.
+//
+//   coordinator -> spawner
+//     (spawn_stage_atom, topology_text, stage_index, replica, coordinator,
+//      service_names, service_actors)                        -> caf::actor
+//     (spawn_service_atom, topology_text, service, index, coordinator)
+//                                                             -> caf::actor
+//     (node_info_atom)                                        -> std::string
+//
+// The spawner monitors every coordinator it served and kills the actors it
+// created for one when that coordinator goes down, so that a node is ready
+// for the next job even when a coordinator dies. Stage replicas also end
+// themselves when their coordinator goes down (runtime/stage.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/atom.hpp>
+#include <caf/fwd.hpp>
+
+#include "runtime/registry.hpp"
+#include "runtime/stage.hpp"
+
+namespace af {
+
+using spawn_stage_atom = caf::atom_constant<caf::atom("af_spwst")>;
+using spawn_service_atom = caf::atom_constant<caf::atom("af_spwsv")>;
+using node_info_atom = caf::atom_constant<caf::atom("af_ninfo")>;
+
+/// "HOST:PORT" split; nullopt unless HOST is non-empty and PORT a number in
+/// [0, 65535] (0: any free port, for `--listen` only).
+struct node_address {
+  std::string host;
+  uint16_t port = 0;
+};
+std::optional<node_address> parse_address(const std::string& text);
+
+/// The spawner of a node: creates stage replicas and service actors for
+/// coordinators. Runs on its own thread (a stage's factory may block).
+/// `reg` must outlive it.
+caf::actor spawn_node_spawner(caf::actor_system& sys, const registry& reg);
+
+/// Creates the logic of replica `replica` of stage `stage_index` and spawns
+/// it, as a job does in its own process (runtime/job.cpp) and a node does
+/// on request. Throws std::runtime_error naming the replica when the
+/// stage's factory fails.
+caf::actor spawn_replica(caf::actor_system& sys, const registry& reg,
+                         const topology::Topology& spec, int stage_index,
+                         uint32_t replica,
+                         std::shared_ptr<const job_context> context,
+                         caf::actor coordinator);
+
+} // namespace af
