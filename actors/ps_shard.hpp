@@ -10,6 +10,8 @@
 //   (ps_done_atom, uint32_t worker)      -> uint64_t version
 //   (ps_wait_atom, uint64_t steps)       -> ps_progress    (may wait)
 //   (ps_stats_atom)                      -> ps_shard_stats
+//   (ps_snapshot_atom)                   -> std::string    (format below)
+//   (ps_restore_atom, std::string)       -> uint64_t version
 //
 // An invalid pull or push (unknown variable, wrong dtype or size, a row out
 // of range or owned by another shard) is answered with a caf::error
@@ -41,6 +43,36 @@
 //     no gradient for this shard: the shards' versions stay in step.
 //   - Sparse rows are materialised (initial_value(p, seed, row * dim + j))
 //     on first pull or push, and then stay.
+//   - A restore replaces everything in the snapshot; pulls and waits that
+//     wait stay and are answered by the restored state. Restored workers
+//     are not monitored until they speak again.
+//
+// Snapshot format, version 1 (ps_shard_state::snapshot). Integers are
+// fixed-width little-endian, floats IEEE-754 binary32 as their raw bytes;
+// str = u32 length + bytes; n x T = n values of type T one after another.
+//
+//   char[8] "AFPSSNAP", u32 format version = 1
+//   u32 shard, u32 shards, str optimizer type
+//   u64 version
+//   u64 x 8 stats: pushes, duplicates, skipped, staleness_sum,
+//           staleness_max, delayed_pulls, rows, workers_lost
+//   u32 variables, then per variable (param_specs() order):
+//     str name, u8 sparse, u32 rank, rank x i64 shape
+//     u64 n                dense: elements of this shard's slice;
+//                          sparse: rows materialised
+//     sparse only: n x i64 row ids, in the order of the values below
+//     (dense: n, sparse: n * dim) x f32 values
+//     u64 k, k x u64       optimizer step counts (dense: k = 1; rows: n)
+//     u64 a, a x f32       optimizer slot 1 (gpu::optimizer_state::arrays)
+//     u64 b, b x f32       optimizer slot 2
+//   u32 workers, per worker by ascending id: u32 id, u64 last step, u8 live
+//   u32 clocks (tau = 0: pushes accepted for clocks not yet complete), per
+//       clock by ascending step: u64 step, u64 samples, u64 pushes,
+//       u64 staleness, u32 g, then g entries by ascending var:
+//     u32 var, u8 has_dense [+ slice elements x f32 summed gradient],
+//     u64 e, e x (u64 element of the slice, f32 gradient) (top-k sums),
+//     u64 r, r x (i64 row id, dim x f32 gradient) (sparse sums)
+//   u32 masked CRC32C (runtime/crc32c.hpp) of every byte before it
 #pragma once
 
 #include <cstdint>
@@ -146,6 +178,20 @@ public:
   uint64_t version() const noexcept;
   ps_progress progress() const;
   ps_shard_stats stats() const;
+
+  /// Everything that must survive a restart (format above): the values,
+  /// the optimizer state, the version, every worker's last step and live
+  /// flag, the pushes of incomplete clocks and the stats. Not the pulls
+  /// and waits that wait.
+  std::string snapshot() const;
+
+  /// Replaces what snapshot() holds with `bytes`. Throws
+  /// std::invalid_argument naming the shard and what is wrong (not a
+  /// snapshot, a damaged or truncated one, another shard index or shard
+  /// count, other variable names, shapes or sparse flags, another
+  /// optimizer type, inconsistent sizes), and then nothing changed. Call
+  /// take_released() after it.
+  void restore(const std::string& bytes);
 
   /// The values this shard holds of variable `var`: a dense slice, or the
   /// rows `rows` of a sparse variable (materialised if needed; they must

@@ -1,6 +1,7 @@
 #include "gpu/optimizer.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 #include <type_traits>
@@ -216,6 +217,34 @@ size_t optimizer_state::add_rows(size_t k) {
   grow(k * width_);
   steps_.resize(first + k, 0);
   return first;
+}
+
+optimizer_state::arrays optimizer_state::snapshot() const {
+  return arrays{slot1_, slot2_, steps_};
+}
+
+void optimizer_state::restore(arrays a) {
+  auto rows = a.steps.size();
+  if (rows_ ? rows > SIZE_MAX / width_ : rows != 1)
+    throw std::invalid_argument(
+      "optimizer state: " + std::to_string(rows) + " step counts for "
+      + (rows_ ? "a table" : "a dense slice (needs 1)"));
+  auto size = rows_ ? rows * width_ : size_;
+  size_t slots = kind_ == kind::sgd ? 0 : kind_ == kind::adam ? 2 : 1;
+  auto check_slot = [&](const std::vector<float>& slot, size_t i) {
+    auto want = i <= slots ? size : 0;
+    if (slot.size() != want)
+      throw std::invalid_argument(
+        "optimizer state: slot " + std::to_string(i) + " of " + cfg_.type
+        + " has " + std::to_string(slot.size()) + " values, expected "
+        + std::to_string(want));
+  };
+  check_slot(a.slot1, 1);
+  check_slot(a.slot2, 2);
+  size_ = size;
+  slot1_ = std::move(a.slot1);
+  slot2_ = std::move(a.slot2);
+  steps_ = std::move(a.steps);
 }
 
 void optimizer_state::apply(float* values, const float* grads, size_t n,

@@ -121,6 +121,24 @@ public:
   void apply_rows(float* table, const size_t* rows, const float* grads,
                   size_t r, double lr);
 
+  /// The state as plain arrays, for checkpoints (actors/ps_shard.cpp
+  /// stores them): slot1 is momentum's velocity, Adam's m or Adagrad's
+  /// accumulator, slot2 Adam's v, each size() floats or empty where the
+  /// optimizer has no such slot; steps holds steps(row) for every row
+  /// (dense: one).
+  struct arrays {
+    std::vector<float> slot1;
+    std::vector<float> slot2;
+    std::vector<uint64_t> steps;
+  };
+  arrays snapshot() const;
+
+  /// Replaces the state with `a`, a snapshot() of a state of the same
+  /// optimizer type and width (dense: and size); a table takes its row
+  /// count from a.steps. Throws std::invalid_argument, changing nothing,
+  /// when the arrays do not fit.
+  void restore(arrays a);
+
   enum class kind : uint8_t { sgd, momentum, adam, adagrad };
 
 private:

@@ -13,6 +13,14 @@
 //   anyone -> shard  (ps_wait_atom, steps)       -> ps_progress
 //       answered once `steps` pushes were applied or every worker is done.
 //   anyone -> shard  (ps_stats_atom)             -> ps_shard_stats
+//   anyone -> shard  (ps_snapshot_atom)          -> (std::string)
+//       the shard's part of the model, its optimizer state, version,
+//       workers' last steps and stats, as bytes for a checkpoint
+//       (format: actors/ps_shard.hpp); requests that wait are not in it.
+//   anyone -> shard  (ps_restore_atom, std::string) -> (version)
+//       replaces all of that with a snapshot of a shard of the same index,
+//       shard count, variables and optimizer; anything else is refused
+//       (sec::invalid_argument) and changes nothing.
 //
 // Clocks and the staleness bound tau (Training.ps.staleness):
 //   - a worker's clock is the number of pushes it made; push `step` s
@@ -53,6 +61,8 @@ using ps_push_atom = caf::atom_constant<caf::atom("ps_push")>;
 using ps_done_atom = caf::atom_constant<caf::atom("ps_done")>;
 using ps_wait_atom = caf::atom_constant<caf::atom("ps_wait")>;
 using ps_stats_atom = caf::atom_constant<caf::atom("ps_stats")>;
+using ps_snapshot_atom = caf::atom_constant<caf::atom("ps_snap")>;
+using ps_restore_atom = caf::atom_constant<caf::atom("ps_rest")>;
 
 /// The worker id of pulls that never wait and are not counted in clocks.
 constexpr uint32_t ps_observer = std::numeric_limits<uint32_t>::max();

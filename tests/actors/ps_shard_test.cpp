@@ -789,3 +789,171 @@ TEST_CASE("the shard state machine counts expected workers until they "
   CHECK(st.push(make_push(0, 3, 2, 1, {}), ack).empty());
   CHECK(ack.applied);
 }
+
+// --- snapshot and restore --------------------------------------------------
+
+namespace {
+
+// What an observer pull of every row the shard owns returns: the dense
+// slice and the table's rows, bitwise.
+std::vector<tensor> pulled(caf::scoped_actor& self, const caf::actor& shard,
+                           uint32_t index, uint32_t shards) {
+  auto p = ask<ps_params>(
+    self, shard, ps_pull_atom::value,
+    make_pull(ps_observer, 0, {rows_slice(1, owned_rows(index, shards))}));
+  return {slice_of(p, 0).values, slice_of(p, 1).values};
+}
+
+// Worker `w`'s push of `clock` for shard 1 of 2, plus (worker 0) a top-k
+// gradient of two of the slice's elements on top of the whole slice.
+ps_push push_of(uint32_t w, uint64_t clock, uint64_t read_version) {
+  auto g = gradient_of(static_cast<int>(w), static_cast<int>(clock));
+  auto grads = grads_for(g, 1, 2);
+  if (w == 0) {
+    auto r = ps_dense_slice(12, 1, 2);
+    ps_slice topk;
+    topk.var = 0;
+    topk.index =
+      i64({static_cast<int64_t>(r.lo + 1), static_cast<int64_t>(r.hi - 1)});
+    topk.values = f32({0.5f * static_cast<float>(clock), -0.25f});
+    grads.push_back(topk);
+  }
+  return make_push(w, clock, read_version, g.samples, std::move(grads));
+}
+
+} // namespace
+
+TEST_CASE("a shard restored from a snapshot pulls and trains bitwise like "
+          "the original",
+          "[ps][snapshot]") {
+  for (const char* optimizer : {"adam", "momentum"}) {
+    INFO(optimizer);
+    ps_fixture f;
+    // tau = 0 with two workers: the snapshot holds a clock only worker 0
+    // has pushed.
+    auto cfg = shard_config(1, 2, 0, optimizer, 2);
+    auto a = f.spawn(cfg);
+    caf::scoped_actor w0{f.sys};
+    caf::scoped_actor w1{f.sys};
+    for (uint64_t clock = 1; clock <= 3; ++clock)
+      for (uint32_t w : {0u, 1u})
+        REQUIRE(ask<ps_push_ack>(w == 0 ? w0 : w1, a, ps_push_atom::value,
+                                 push_of(w, clock, clock - 1))
+                  .applied);
+    REQUIRE(
+      ask<ps_push_ack>(w0, a, ps_push_atom::value, push_of(0, 4, 3)).version
+      == 3);
+    auto bytes = ask<std::string>(w0, a, ps_snapshot_atom::value);
+
+    auto b = f.spawn(cfg);
+    CHECK(ask<uint64_t>(w0, b, ps_restore_atom::value, bytes) == 3);
+    CHECK(ask<std::string>(w0, b, ps_snapshot_atom::value) == bytes);
+    CHECK(pulled(w0, b, 1, 2) == pulled(w0, a, 1, 2));
+    auto sa = ask<ps_shard_stats>(w0, a, ps_stats_atom::value);
+    auto sb = ask<ps_shard_stats>(w0, b, ps_stats_atom::value);
+    CHECK(sb.version == sa.version);
+    CHECK(sb.pushes == sa.pushes);
+    CHECK(sb.rows == sa.rows);
+
+    // The same pushes from here on: a retry of worker 0's pending step is
+    // still a duplicate, worker 1 completes clock 4, then clock 5.
+    for (auto& shard : {a, b}) {
+      CHECK_FALSE(
+        ask<ps_push_ack>(w0, shard, ps_push_atom::value, push_of(0, 4, 3))
+          .applied);
+      CHECK(ask<ps_push_ack>(w1, shard, ps_push_atom::value, push_of(1, 4, 3))
+              .version
+            == 4);
+      for (uint32_t w : {0u, 1u})
+        ask<ps_push_ack>(w == 0 ? w0 : w1, shard, ps_push_atom::value,
+                         push_of(w, 5, 4));
+    }
+    auto after = pulled(w0, a, 1, 2);
+    CHECK(pulled(w0, b, 1, 2) == after);
+    CHECK(ask<std::string>(w0, b, ps_snapshot_atom::value)
+          == ask<std::string>(w0, a, ps_snapshot_atom::value));
+    sb = ask<ps_shard_stats>(w0, b, ps_stats_atom::value);
+    CHECK(sb.version == 5);
+    CHECK(sb.duplicates == 1);
+    // And it did train: the values moved since the snapshot.
+    ps_shard_state fresh{cfg};
+    fresh.restore(bytes);
+    CHECK(fresh.values(0) != floats(after[0]));
+  }
+}
+
+TEST_CASE("a shard refuses to restore a snapshot of another shard, model or "
+          "optimizer, or damaged bytes, and keeps its state",
+          "[ps][restore]") {
+  auto trained = [](ps_shard_config c) {
+    auto st = std::make_unique<ps_shard_state>(c);
+    ps_push_ack ack;
+    auto g = gradient_of(0, 1);
+    auto grads = grads_for(g, c.shard, c.shards);
+    if (grads.size() > c.params.size()) // a model with fewer variables
+      grads.resize(c.params.size());
+    REQUIRE(st->push(make_push(0, 1, 0, g.samples, grads), ack).empty());
+    return st;
+  };
+  auto mine = trained(shard_config(0, 2, std::nullopt, "adam"));
+  auto bytes = mine->snapshot();
+  auto other_shard = trained(shard_config(1, 2, std::nullopt, "adam"));
+  auto before = other_shard->snapshot();
+
+  auto refused = [](ps_shard_state& st, const std::string& snap,
+                    const std::string& message) {
+    auto was = st.snapshot();
+    CHECK_THROWS_AS(st.restore(snap), std::invalid_argument);
+    CHECK_THROWS_WITH(st.restore(snap), Catch::Contains(message));
+    CHECK(st.snapshot() == was);
+  };
+  refused(*other_shard, bytes, "shard 0 of 2, this is shard 1 of 2");
+  refused(*other_shard, "", "not a parameter-server shard snapshot");
+  refused(*other_shard, "garbage bytes, not a snapshot at all",
+          "not a parameter-server shard snapshot");
+  refused(*other_shard, "AFPSSNAP" + std::string(40, '\x01'), "format version");
+  for (size_t n : {size_t{8}, size_t{12}, size_t{40}, bytes.size() / 2,
+                   bytes.size() - 1}) {
+    INFO("truncated to " << n << " bytes");
+    refused(*mine, bytes.substr(0, n), "restore");
+  }
+  auto flipped = bytes;
+  flipped[flipped.size() / 2] ^= 1;
+  refused(*mine, flipped, "damaged or truncated");
+  CHECK(other_shard->snapshot() == before);
+
+  auto c = shard_config(0, 2, std::nullopt, "adam");
+  c.params[0].shape = {4, 3};
+  refused(*trained(c), bytes, "0_dense/kernel");
+  c = shard_config(0, 2, std::nullopt, "adam");
+  c.params[1].name = "1_embedding/other";
+  refused(*trained(c), bytes, "1_embedding/other");
+  c = shard_config(0, 2, std::nullopt, "adam");
+  c.params.pop_back();
+  refused(*trained(c), bytes, "2 variables in the snapshot, 1 in the model");
+  refused(*trained(shard_config(0, 2, std::nullopt, "momentum")), bytes,
+          "optimizer \"adam\" in the snapshot");
+  refused(*trained(shard_config(0, 3, std::nullopt, "adam")), bytes,
+          "shard 0 of 2, this is shard 0 of 3");
+
+  // Through the actor: an error answer, and the shard goes on serving.
+  ps_fixture f;
+  auto shard = f.spawn(shard_config(0, 2, std::nullopt, "adam"));
+  caf::scoped_actor w{f.sys};
+  auto g = gradient_of(0, 1);
+  ask<ps_push_ack>(w, shard, ps_push_atom::value,
+                   make_push(0, 1, 0, g.samples, grads_for(g, 0, 2)));
+  auto good = ask<std::string>(w, shard, ps_snapshot_atom::value);
+  CHECK(good == bytes);
+  auto err = ask_error<uint64_t>(w, shard, ps_restore_atom::value,
+                                 bytes.substr(0, bytes.size() - 3));
+  CHECK_THAT(err, Catch::Contains("ps[0]: restore"));
+  CHECK(ask<std::string>(w, shard, ps_snapshot_atom::value) == good);
+  auto ack = ask<ps_push_ack>(w, shard, ps_push_atom::value,
+                              make_push(0, 2, 1, 1, grads_for(g, 0, 2)));
+  CHECK(ack.applied);
+  CHECK(ack.version == 2);
+  // A good snapshot puts it back where it was.
+  CHECK(ask<uint64_t>(w, shard, ps_restore_atom::value, good) == 1);
+  CHECK(ask<std::string>(w, shard, ps_snapshot_atom::value) == good);
+}
