@@ -9,6 +9,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
+#include <caf/system_messages.hpp>
 
 namespace af {
 
@@ -211,6 +212,9 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
 
 // --- ps_client ---------------------------------------------------------------
 
+// Requests to shards time out after this and are sent again (see await).
+constexpr auto patience = std::chrono::seconds{2};
+
 struct ps_client::impl {
   caf::actor_system& sys;
   std::vector<caf::actor> shards;
@@ -224,29 +228,76 @@ struct ps_client::impl {
   std::unordered_map<int64_t, int32_t> local;
   // The outstanding pull (pull_async), one request per shard.
   using pull_handle = decltype(std::declval<caf::scoped_actor&>()->request(
-    caf::actor{}, caf::infinite, ps_pull_atom::value, ps_pull{}));
+    caf::actor{}, patience, ps_pull_atom::value, ps_pull{}));
   std::vector<pull_handle> pending;
+  std::vector<ps_pull> pending_req; // kept to ask again
   std::vector<int64_t> pending_rows;
   std::chrono::steady_clock::time_point pull_begin;
   // The outstanding push, one request per shard.
   using push_handle = decltype(std::declval<caf::scoped_actor&>()->request(
-    caf::actor{}, caf::infinite, ps_push_atom::value, ps_push{}));
+    caf::actor{}, patience, ps_push_atom::value, ps_push{}));
   std::vector<push_handle> pushes;
+  std::vector<ps_push> pushes_req; // kept to send again
+  std::vector<bool> down;          // per shard, from its monitor
+
+  // Waits for the answer to `h` from shard s. A request that times out is
+  // sent again (resend() makes a new one), after checking that the shard is
+  // still there: pulls and waits are harmless to repeat, and a repeated
+  // push is recognised by its step and applied once. So a shard that is
+  // lost or frozen (the middleman's heartbeat closes its connection) fails
+  // the call within about `patience`, instead of never.
+  template <class Handle, class Resend, class Ok>
+  void await(size_t s, Handle& h, Resend resend, Ok ok) {
+    for (;;) {
+      bool again = false;
+      h.receive(ok, [&](caf::error& err) {
+        if (err == caf::sec::request_timeout)
+          again = true;
+        else
+          fail(s, err);
+      });
+      if (!again)
+        return;
+      check_down(s);
+      h = resend();
+    }
+  }
+
+  // Takes the down messages of monitored shards; throws if shard s is gone.
+  void check_down(size_t s) {
+    for (bool more = true; more;)
+      self->receive(
+        [&](caf::down_msg& dm) {
+          for (size_t k = 0; k < shards.size(); ++k)
+            if (shards[k].address() == dm.source)
+              down[k] = true;
+        },
+        caf::after(std::chrono::seconds{0}) >> [&] { more = false; });
+    if (down[s])
+      throw std::runtime_error("parameter server ps[" + std::to_string(s)
+                               + "] went down");
+  }
 
   void collect_acks(push_result& result) {
     if (pushes.empty())
       return;
     auto waiting = std::move(pushes);
+    auto sent = std::move(pushes_req);
     pushes.clear();
+    pushes_req.clear();
     uint64_t sum = 0;
     for (size_t s = 0; s < waiting.size(); ++s)
-      waiting[s].receive(
+      await(
+        s, waiting[s],
+        [&] {
+          return self->request(shards[s], patience, ps_push_atom::value,
+                               sent[s]);
+        },
         [&](const ps_push_ack& ack) {
           sum += ack.staleness;
           result.staleness_max = std::max(result.staleness_max, ack.staleness);
           result.acknowledged = true;
-        },
-        [&](caf::error& err) { fail(s, err); });
+        });
     result.staleness_mean = static_cast<double>(sum) / waiting.size();
   }
 
@@ -254,6 +305,9 @@ struct ps_client::impl {
        const training_spec& sp, uint32_t w)
     : sys(s), shards(std::move(sh)), spec(sp), worker(w), self(s) {
     read_version.assign(shards.size(), 0);
+    down.assign(shards.size(), false);
+    for (auto& shard : shards)
+      self->monitor(shard);
     for (size_t i = 0; i < spec.params.size(); ++i)
       if (spec.params[i].sparse)
         sparse = static_cast<int>(i);
@@ -279,19 +333,28 @@ ps_client::~ps_client() = default;
 
 void ps_client::join() {
   auto& d = *impl_;
-  for (size_t s = 0; s < d.shards.size(); ++s)
-    d.self->request(d.shards[s], caf::infinite, ps_register_atom::value,
-                    d.worker)
-      .receive([&](uint64_t version) { d.read_version[s] = version; },
-               [&](caf::error& err) { d.fail(s, err); });
+  for (size_t s = 0; s < d.shards.size(); ++s) {
+    auto ask = [&] {
+      return d.self->request(d.shards[s], patience, ps_register_atom::value,
+                             d.worker);
+    };
+    auto h = ask();
+    d.await(s, h, ask,
+            [&](uint64_t version) { d.read_version[s] = version; });
+  }
 }
 
 void ps_client::leave() {
   auto& d = *impl_;
   flush();
-  for (size_t s = 0; s < d.shards.size(); ++s)
-    d.self->request(d.shards[s], caf::infinite, ps_done_atom::value, d.worker)
-      .receive([](uint64_t) {}, [&](caf::error& err) { d.fail(s, err); });
+  for (size_t s = 0; s < d.shards.size(); ++s) {
+    auto ask = [&] {
+      return d.self->request(d.shards[s], patience, ps_done_atom::value,
+                             d.worker);
+    };
+    auto h = ask();
+    d.await(s, h, ask, [](uint64_t) {});
+  }
 }
 
 void ps_client::pull_async(uint64_t clock, const std::vector<int64_t>& rows) {
@@ -323,9 +386,9 @@ void ps_client::pull_async(uint64_t clock, const std::vector<int64_t>& rows) {
   }
   d.pending.reserve(k);
   for (uint32_t s = 0; s < k; ++s)
-    d.pending.push_back(d.self->request(d.shards[s], caf::infinite,
-                                        ps_pull_atom::value,
-                                        std::move(requests[s])));
+    d.pending.push_back(
+      d.self->request(d.shards[s], patience, ps_pull_atom::value, requests[s]));
+  d.pending_req = std::move(requests);
 }
 
 double ps_client::pull(gpu::model& m, uint64_t clock,
@@ -341,7 +404,9 @@ double ps_client::pull_wait(gpu::model& m) {
     throw std::logic_error("ps_client: no pull is outstanding");
   // Hand the handles over first: a failure below must not leave them.
   auto pending = std::move(d.pending);
+  auto asked = std::move(d.pending_req);
   d.pending.clear();
+  d.pending_req.clear();
   if (d.sparse >= 0) {
     auto& rows = d.pending_rows;
     d.local.clear();
@@ -355,7 +420,12 @@ double ps_client::pull_wait(gpu::model& m) {
   }
   auto& dev = m.dev();
   for (uint32_t s = 0; s < k; ++s)
-    pending[s].receive(
+    d.await(
+      s, pending[s],
+      [&] {
+        return d.self->request(d.shards[s], patience, ps_pull_atom::value,
+                               asked[s]);
+      },
       [&](ps_params& p) {
         d.read_version[s] = p.version;
         for (auto& sl : p.slices) {
@@ -385,8 +455,7 @@ double ps_client::pull_wait(gpu::model& m) {
                        n * sizeof(float));
           }
         }
-      },
-      [&](caf::error& err) { d.fail(s, err); });
+      });
   if (d.sparse >= 0)
     dev.upload(m.value(static_cast<size_t>(d.sparse)).get(), d.host.data(),
                d.host.size() * sizeof(float));
@@ -536,9 +605,9 @@ ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
   d.collect_acks(result);
   d.pushes.reserve(k);
   for (uint32_t s = 0; s < k; ++s)
-    d.pushes.push_back(d.self->request(d.shards[s], caf::infinite,
-                                       ps_push_atom::value,
-                                       std::move(pushes[s])));
+    d.pushes.push_back(
+      d.self->request(d.shards[s], patience, ps_push_atom::value, pushes[s]));
+  d.pushes_req = std::move(pushes);
   return result;
 }
 
@@ -551,9 +620,11 @@ ps_client::push_result ps_client::flush() {
 ps_progress ps_client::wait(uint64_t steps) {
   auto& d = *impl_;
   ps_progress result;
-  d.self->request(d.shards[0], caf::infinite, ps_wait_atom::value, steps)
-    .receive([&](const ps_progress& p) { result = p; },
-             [&](caf::error& err) { d.fail(0, err); });
+  auto ask = [&] {
+    return d.self->request(d.shards[0], patience, ps_wait_atom::value, steps);
+  };
+  auto h = ask();
+  d.await(0, h, ask, [&](const ps_progress& p) { result = p; });
   return result;
 }
 
