@@ -46,6 +46,9 @@ service_type ps_service_type() {
     cfg.expected_workers = spec.workers;
     cfg.seed = spec.seed;
     cfg.name = std::string{ps_service} + "[" + std::to_string(k) + "]";
+    for (auto& stage : topo.stage())
+      if (stage.type() == "trainer")
+        cfg.worker_stage = stage.name();
     return spawn_ps_shard(sys, std::move(cfg));
   };
   s.hosts = [](const topology::Topology& topo) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -215,6 +216,11 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
 // Requests to shards time out after this and are sent again (see await).
 constexpr auto patience = std::chrono::seconds{2};
 
+// One CAF message of many MiB crosses processes slowly (docs/benchmarks.md,
+// bench/ps_throughput): dense values travel in parts of about this size.
+constexpr size_t default_part_bytes = size_t{4} << 20;
+constexpr size_t default_window = 8;
+
 struct ps_client::impl {
   caf::actor_system& sys;
   std::vector<caf::actor> shards;
@@ -226,19 +232,44 @@ struct ps_client::impl {
   std::vector<std::vector<float>> residual;
   std::vector<float> host;
   std::unordered_map<int64_t, int32_t> local;
-  // The outstanding pull (pull_async), one request per shard.
+  // Parts (ps.hpp): their size, the pull window, and per shard the dense
+  // slices laid end to end: where variable i starts on that line.
+  size_t part_bytes = default_part_bytes;
+  size_t window = default_window;
+  std::vector<std::vector<uint64_t>> line_base; // [shard][var]
+  std::vector<uint64_t> line_size;              // [shard] elements
+  // The outstanding pull (pull_async): its requests (one per shard, or one
+  // per part) in the order they go out; the first `pending.size()` are out.
   using pull_handle = decltype(std::declval<caf::scoped_actor&>()->request(
     caf::actor{}, patience, ps_pull_atom::value, ps_pull{}));
   std::vector<pull_handle> pending;
-  std::vector<ps_pull> pending_req; // kept to ask again
+  std::vector<ps_pull> pending_req;     // all of them, kept to ask again
+  std::vector<uint32_t> pending_shard;  // the shard of each
+  bool pulling = false;
   std::vector<int64_t> pending_rows;
   std::chrono::steady_clock::time_point pull_begin;
-  // The outstanding push, one request per shard.
+  // The outstanding push: its messages (one per shard, or one per part).
   using push_handle = decltype(std::declval<caf::scoped_actor&>()->request(
     caf::actor{}, patience, ps_push_atom::value, ps_push{}));
   std::vector<push_handle> pushes;
-  std::vector<ps_push> pushes_req; // kept to send again
-  std::vector<bool> down;          // per shard, from its monitor
+  std::vector<ps_push> pushes_req;     // kept to send again
+  std::vector<uint32_t> pushes_shard;  // the shard of each
+  std::vector<bool> down;              // per shard, from its monitor
+
+  // Parts of the dense values of shard s in a pull or push.
+  uint32_t parts_of(uint32_t s) const {
+    if (part_bytes == 0)
+      return 1;
+    auto bytes = line_size[s] * sizeof(float);
+    auto n = (bytes + part_bytes / 2) / part_bytes;
+    return static_cast<uint32_t>(
+      std::clamp<uint64_t>(n, 1, std::numeric_limits<uint32_t>::max()));
+  }
+
+  void send_pull(size_t i) {
+    pending.push_back(self->request(shards[pending_shard[i]], patience,
+                                    ps_pull_atom::value, pending_req[i]));
+  }
 
   // Waits for the answer to `h` from shard s. A request that times out is
   // sent again (resend() makes a new one), after checking that the shard is
@@ -278,27 +309,35 @@ struct ps_client::impl {
                                + "] went down");
   }
 
+  // The acknowledgements of the outstanding push. Of a push in parts only
+  // the part that completed it carries the staleness (the others say 0):
+  // a shard's staleness is the largest of its parts'.
   void collect_acks(push_result& result) {
     if (pushes.empty())
       return;
     auto waiting = std::move(pushes);
     auto sent = std::move(pushes_req);
+    auto of = std::move(pushes_shard);
     pushes.clear();
     pushes_req.clear();
-    uint64_t sum = 0;
-    for (size_t s = 0; s < waiting.size(); ++s)
+    pushes_shard.clear();
+    std::vector<uint64_t> per_shard(shards.size(), 0);
+    for (size_t i = 0; i < waiting.size(); ++i)
       await(
-        s, waiting[s],
+        of[i], waiting[i],
         [&] {
-          return self->request(shards[s], patience, ps_push_atom::value,
-                               sent[s]);
+          return self->request(shards[of[i]], patience, ps_push_atom::value,
+                               sent[i]);
         },
         [&](const ps_push_ack& ack) {
-          sum += ack.staleness;
+          per_shard[of[i]] = std::max(per_shard[of[i]], ack.staleness);
           result.staleness_max = std::max(result.staleness_max, ack.staleness);
           result.acknowledged = true;
         });
-    result.staleness_mean = static_cast<double>(sum) / waiting.size();
+    uint64_t sum = 0;
+    for (auto x : per_shard)
+      sum += x;
+    result.staleness_mean = static_cast<double>(sum) / shards.size();
   }
 
   impl(caf::actor_system& s, std::vector<caf::actor> sh,
@@ -312,6 +351,18 @@ struct ps_client::impl {
       if (spec.params[i].sparse)
         sparse = static_cast<int>(i);
     residual.resize(spec.params.size());
+    auto k = static_cast<uint32_t>(shards.size());
+    line_base.assign(k, std::vector<uint64_t>(spec.params.size(), 0));
+    line_size.assign(k, 0);
+    for (uint32_t s = 0; s < k; ++s)
+      for (size_t i = 0; i < spec.params.size(); ++i) {
+        if (spec.params[i].sparse)
+          continue;
+        auto r =
+          ps_dense_slice(static_cast<uint64_t>(spec.params[i].size()), s, k);
+        line_base[s][i] = line_size[s];
+        line_size[s] += r.hi - r.lo;
+      }
   }
 
   [[noreturn]] void fail(size_t shard, const caf::error& err) {
@@ -359,7 +410,7 @@ void ps_client::leave() {
 
 void ps_client::pull_async(uint64_t clock, const std::vector<int64_t>& rows) {
   auto& d = *impl_;
-  if (!d.pending.empty())
+  if (d.pulling)
     throw std::logic_error("ps_client: a pull is already outstanding");
   auto k = static_cast<uint32_t>(d.shards.size());
   d.pull_begin = std::chrono::steady_clock::now();
@@ -384,11 +435,36 @@ void ps_client::pull_async(uint64_t clock, const std::vector<int64_t>& rows) {
     }
     d.pending_rows = rows;
   }
-  d.pending.reserve(k);
-  for (uint32_t s = 0; s < k; ++s)
-    d.pending.push_back(
-      d.self->request(d.shards[s], patience, ps_pull_atom::value, requests[s]));
-  d.pending_req = std::move(requests);
+  // Large slices in parts, part p of every shard before part p + 1 of
+  // any; sparse rows go with part 0.
+  std::vector<uint32_t> parts(k);
+  uint32_t most = 0;
+  for (uint32_t s = 0; s < k; ++s) {
+    parts[s] = d.parts_of(s);
+    most = std::max(most, parts[s]);
+  }
+  d.pending.clear();
+  d.pending_req.clear();
+  d.pending_shard.clear();
+  for (uint32_t p = 0; p < most; ++p)
+    for (uint32_t s = 0; s < k; ++s) {
+      if (p >= parts[s])
+        continue;
+      auto req = p == 0 ? requests[s] : ps_pull{};
+      req.worker = d.worker;
+      req.clock = clock;
+      req.part = p;
+      req.parts = parts[s];
+      d.pending_req.push_back(std::move(req));
+      d.pending_shard.push_back(s);
+    }
+  auto first = d.window == 0 ? d.pending_req.size()
+                             : std::min(d.pending_req.size(),
+                                        std::max<size_t>(d.window, k));
+  d.pending.reserve(d.pending_req.size());
+  for (size_t i = 0; i < first; ++i)
+    d.send_pull(i);
+  d.pulling = true;
 }
 
 double ps_client::pull(gpu::model& m, uint64_t clock,
@@ -400,13 +476,18 @@ double ps_client::pull(gpu::model& m, uint64_t clock,
 double ps_client::pull_wait(gpu::model& m) {
   auto& d = *impl_;
   auto k = static_cast<uint32_t>(d.shards.size());
-  if (d.pending.size() != k)
+  if (!d.pulling)
     throw std::logic_error("ps_client: no pull is outstanding");
   // Hand the handles over first: a failure below must not leave them.
   auto pending = std::move(d.pending);
   auto asked = std::move(d.pending_req);
+  auto of = std::move(d.pending_shard);
   d.pending.clear();
   d.pending_req.clear();
+  d.pending_shard.clear();
+  d.pulling = false;
+  // A pull in parts read the version of its oldest part.
+  std::vector<bool> seen(k, false);
   if (d.sparse >= 0) {
     auto& rows = d.pending_rows;
     d.local.clear();
@@ -419,15 +500,21 @@ double ps_client::pull_wait(gpu::model& m) {
                   0.0f);
   }
   auto& dev = m.dev();
-  for (uint32_t s = 0; s < k; ++s)
+  for (size_t i = 0; i < asked.size(); ++i) {
+    auto s = of[i];
+    if (i >= pending.size()) // (the window is at least 1)
+      pending.push_back(d.self->request(d.shards[s], patience,
+                                        ps_pull_atom::value, asked[i]));
     d.await(
-      s, pending[s],
+      s, pending[i],
       [&] {
         return d.self->request(d.shards[s], patience, ps_pull_atom::value,
-                               asked[s]);
+                               asked[i]);
       },
       [&](ps_params& p) {
-        d.read_version[s] = p.version;
+        d.read_version[s] =
+          seen[s] ? std::min(d.read_version[s], p.version) : p.version;
+        seen[s] = true;
         for (auto& sl : p.slices) {
           if (sl.var >= d.spec.params.size())
             throw std::runtime_error("parameter server sent an unknown "
@@ -456,6 +543,13 @@ double ps_client::pull_wait(gpu::model& m) {
           }
         }
       });
+    // Keep the window full: one more part out for each that came in.
+    if (pending.size() < asked.size()) {
+      auto j = pending.size();
+      pending.push_back(d.self->request(d.shards[of[j]], patience,
+                                        ps_pull_atom::value, asked[j]));
+    }
+  }
   if (d.sparse >= 0)
     dev.upload(m.value(static_cast<size_t>(d.sparse)).get(), d.host.data(),
                d.host.size() * sizeof(float));
@@ -477,6 +571,16 @@ ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
     pushes[s].step = step;
     pushes[s].read_version = d.read_version[s];
     pushes[s].samples = samples;
+  }
+  // Dense gradients in parts when large (not top-k: those are small): the
+  // shard's slices laid end to end, cut into parts[s] equal pieces as a
+  // pull is; part 0 also takes the sparse and top-k slices.
+  std::vector<uint32_t> parts(k, 1);
+  std::vector<std::vector<std::vector<ps_slice>>> pieces(k);
+  for (uint32_t s = 0; s < k; ++s) {
+    if (topk_fraction <= 0)
+      parts[s] = d.parts_of(s);
+    pieces[s].resize(parts[s]);
   }
   auto& dev = m.dev();
   std::vector<float> g;
@@ -507,17 +611,31 @@ ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
       for (uint32_t s = 0; s < k; ++s) {
         auto range = ps_dense_slice(count, s, k);
         auto n = range.hi - range.lo;
-        ps_slice sl;
-        sl.var = var;
-        sl.offset = range.lo;
-        sl.values = tensor::allocate(dtype::f32, {static_cast<int64_t>(n)});
-        if (n > 0) {
-          dev.download(sl.values.mutable_data(), m.grad(i).f32() + range.lo,
-                       n * sizeof(float));
-          if (!all_finite(sl.values.data_as<float>(), n))
-            result.nonfinite = spec.name;
+        auto base = d.line_base[s][i];
+        for (uint32_t p = 0; p < parts[s]; ++p) {
+          // This variable's elements in part p (parts[s] = 1: all).
+          auto cut = ps_dense_slice(d.line_size[s], p, parts[s]);
+          auto lo = std::max(cut.lo, base);
+          auto hi = std::min(cut.hi, base + n);
+          if (parts[s] == 1 || (n == 0 && p == 0))
+            lo = base, hi = base + n; // (an empty slice goes in part 0)
+          else if (lo >= hi)
+            continue;
+          auto e = hi - lo;
+          ps_slice sl;
+          sl.var = var;
+          sl.offset = range.lo + (lo - base);
+          sl.values = tensor::allocate(dtype::f32, {static_cast<int64_t>(e)});
+          if (e > 0) {
+            dev.download(sl.values.mutable_data(),
+                         m.grad(i).f32() + sl.offset, e * sizeof(float));
+            if (!all_finite(sl.values.data_as<float>(), e))
+              result.nonfinite = spec.name;
+          }
+          // One part: in pushes[s] in variable order, as ever.
+          (parts[s] == 1 ? pushes[s].grads : pieces[s][p])
+            .push_back(std::move(sl));
         }
-        pushes[s].grads.push_back(std::move(sl));
       }
       continue;
     }
@@ -595,20 +713,50 @@ ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
       }
     }
   }
-  if (!result.nonfinite.empty())
-    for (auto& p : pushes) {
-      p.grads.clear();
-      p.samples = 0;
+  // One message per shard, or one per part: the sparse and top-k slices
+  // (in pushes[s] so far) go with part 0.
+  std::vector<ps_push> messages;
+  std::vector<uint32_t> to;
+  for (uint32_t s = 0; s < k; ++s) {
+    if (!result.nonfinite.empty()) {
+      pushes[s].grads.clear();
+      pushes[s].samples = 0;
+      messages.push_back(std::move(pushes[s])); // the clock only
+      to.push_back(s);
+      continue;
     }
+    for (uint32_t p = 0; p < parts[s]; ++p) {
+      ps_push msg;
+      msg.worker = pushes[s].worker;
+      msg.step = pushes[s].step;
+      msg.read_version = pushes[s].read_version;
+      msg.samples = pushes[s].samples;
+      msg.part = p;
+      msg.parts = parts[s];
+      // Variables in order as before: dense pieces, then part 0's others.
+      msg.grads = std::move(pieces[s][p]);
+      if (p == 0)
+        for (auto& sl : pushes[s].grads)
+          msg.grads.push_back(std::move(sl));
+      messages.push_back(std::move(msg));
+      to.push_back(s);
+    }
+  }
   // The previous push's acknowledgements come in now, not right after it
   // was sent: the shards apply a push while the worker computes the next.
   d.collect_acks(result);
-  d.pushes.reserve(k);
-  for (uint32_t s = 0; s < k; ++s)
-    d.pushes.push_back(
-      d.self->request(d.shards[s], patience, ps_push_atom::value, pushes[s]));
-  d.pushes_req = std::move(pushes);
+  d.pushes.reserve(messages.size());
+  for (size_t j = 0; j < messages.size(); ++j)
+    d.pushes.push_back(d.self->request(d.shards[to[j]], patience,
+                                       ps_push_atom::value, messages[j]));
+  d.pushes_req = std::move(messages);
+  d.pushes_shard = std::move(to);
   return result;
+}
+
+void ps_client::set_part_bytes(size_t bytes, size_t window) {
+  impl_->part_bytes = bytes;
+  impl_->window = window;
 }
 
 ps_client::push_result ps_client::flush() {

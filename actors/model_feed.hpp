@@ -106,6 +106,14 @@ public:
   /// Blocks until `steps` pushes were applied or training finished.
   ps_progress wait(uint64_t steps);
 
+  /// Large tensors on the wire (runtime/ps.hpp, parts): the dense values a
+  /// pull takes from, or a push sends to, one shard travel in parts of
+  /// about `bytes` (between 0.5 and 1.5 times; default 4 MiB) when they
+  /// are larger; all parts of a push go at once, at most `window` parts of
+  /// a pull (and at least one per shard) are in flight. bytes = 0: one
+  /// message per shard always. Call between pulls and pushes.
+  void set_part_bytes(size_t bytes, size_t window = 8);
+
 private:
   struct impl;
   std::unique_ptr<impl> impl_;

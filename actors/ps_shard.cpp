@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 
 #include <caf/actor_system.hpp>
@@ -20,6 +21,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/crc32c.hpp"
+#include "runtime/stream.hpp"
 
 namespace af {
 
@@ -82,6 +84,28 @@ struct pending_pull {
   uint64_t ticket;
   ps_pull req;
 };
+
+// A push in parts (ps.hpp) whose parts are not all in yet.
+struct partial_push {
+  uint32_t parts = 0;
+  uint64_t read_version = 0;
+  uint64_t samples = 0;
+  std::vector<bool> got; // per part
+  uint32_t count = 0;    // parts in
+  // Dense gradients without an index, assembled over the shard's slice
+  // (written once per element: pieces may not overlap).
+  struct assembly {
+    tensor values;                     // f32 [hi - lo]
+    std::map<uint64_t, uint64_t> have; // pieces in: slice-local lo -> hi
+    uint64_t covered = 0;
+  };
+  std::map<uint32_t, assembly> dense;
+  std::vector<ps_slice> others; // sparse rows, top-k: as they came
+};
+
+// At most this many pushes in parts per worker wait for their other parts
+// (a worker has one push in flight; retries may add one).
+constexpr size_t max_partial_per_worker = 4;
 
 bool has_index(const ps_slice& s) {
   return s.index.type() == dtype::i64 || s.index.elements() > 0;
@@ -208,6 +232,8 @@ struct ps_shard_state::impl {
   std::map<uint64_t, update> clocks; // tau = 0: pushes of incomplete clocks
   std::vector<pending_pull> pulls;   // in arrival order
   std::vector<std::pair<uint64_t, uint64_t>> waits; // ticket, steps
+  // Pushes in parts, by worker and step (not in snapshots).
+  std::map<std::pair<uint32_t, uint64_t>, partial_push> partials;
 
   explicit impl(ps_shard_config c) : cfg(std::move(c)) {
     if (auto err = check(cfg); !err.empty())
@@ -333,6 +359,9 @@ struct ps_shard_state::impl {
   // --- pulls ---------------------------------------------------------------
 
   std::string check_pull(const ps_pull& req) const {
+    if (req.parts == 0 || req.part >= req.parts)
+      return "part " + std::to_string(req.part) + " of "
+             + std::to_string(req.parts) + " parts";
     for (auto& s : req.rows) {
       if (auto err = check_var(s.var); !err.empty())
         return err;
@@ -354,20 +383,54 @@ struct ps_shard_state::impl {
     return t;
   }
 
+  // Elements of the dense slices laid end to end (ps.hpp, parts).
+  uint64_t dense_elements() const {
+    uint64_t n = 0;
+    for (auto& v : vars)
+      if (!v.spec.sparse)
+        n += v.hi - v.lo;
+    return n;
+  }
+
   ps_params answer(const ps_pull& req) {
     ps_params out;
     out.shard = cfg.shard;
     out.version = version;
-    for (uint32_t i = 0; i < vars.size(); ++i) {
-      auto& v = vars[i];
-      if (v.spec.sparse)
-        continue;
-      ps_slice s;
-      s.var = i;
-      s.offset = v.lo;
-      s.values = floats(v.values.data(), v.values.size(),
-                        {static_cast<int64_t>(v.values.size())});
-      out.slices.push_back(std::move(s));
+    if (req.parts <= 1) {
+      for (uint32_t i = 0; i < vars.size(); ++i) {
+        auto& v = vars[i];
+        if (v.spec.sparse)
+          continue;
+        ps_slice s;
+        s.var = i;
+        s.offset = v.lo;
+        s.values = floats(v.values.data(), v.values.size(),
+                          {static_cast<int64_t>(v.values.size())});
+        out.slices.push_back(std::move(s));
+      }
+    } else {
+      // Part `part` of the line of dense elements: the pieces of the
+      // variables that fall into it.
+      auto want = ps_dense_slice(dense_elements(), req.part, req.parts);
+      uint64_t base = 0;
+      for (uint32_t i = 0; i < vars.size(); ++i) {
+        auto& v = vars[i];
+        if (v.spec.sparse)
+          continue;
+        auto n = v.hi - v.lo;
+        auto lo = std::max(want.lo, base);
+        auto hi = std::min(want.hi, base + n);
+        if (lo < hi) {
+          ps_slice s;
+          s.var = i;
+          s.offset = v.lo + (lo - base);
+          auto k = static_cast<size_t>(hi - lo);
+          s.values = floats(v.values.data() + (lo - base), k,
+                            {static_cast<int64_t>(k)});
+          out.slices.push_back(std::move(s));
+        }
+        base += n;
+      }
     }
     for (auto& want : req.rows) {
       auto& v = vars[want.var];
@@ -575,6 +638,173 @@ struct ps_shard_state::impl {
     }
     ack = ps_push_ack{true, staleness, version};
     return {};
+  }
+
+  // --- pushes in parts (ps.hpp) ----------------------------------------------
+
+  // Checks part `req` of a push in parts against what is in already (`pp`,
+  // null for the first part) without changing anything.
+  std::string check_part(const ps_push& req, const partial_push* pp) const {
+    if (pp != nullptr
+        && (pp->parts != req.parts || pp->samples != req.samples
+            || pp->read_version != req.read_version))
+      return "part " + std::to_string(req.part)
+             + " does not match the push's other parts (parts "
+             + std::to_string(pp->parts) + ", samples "
+             + std::to_string(pp->samples) + ", read_version "
+             + std::to_string(pp->read_version) + ")";
+    // Dense pieces: (var, slice-local lo, hi), to check for overlaps.
+    std::vector<std::tuple<uint32_t, uint64_t, uint64_t>> pieces;
+    for (auto& g : req.grads) {
+      if (auto err = check_var(g.var); !err.empty())
+        return "gradient for " + err;
+      auto& v = vars[g.var];
+      if (v.spec.sparse || has_index(g)) {
+        if (auto err = check_grad(g); !err.empty())
+          return err;
+        continue;
+      }
+      if (g.values.type() != dtype::f32)
+        return describe(g.var) + ": gradient values must be f32, got "
+               + dtype_name(g.values.type());
+      auto k = static_cast<uint64_t>(g.values.elements());
+      if (g.offset < v.lo || g.offset > v.hi || k > v.hi - g.offset)
+        return describe(g.var) + ": gradient piece for elements ["
+               + std::to_string(g.offset) + ", "
+               + std::to_string(g.offset + k) + ") is outside this shard's "
+               + "slice [" + std::to_string(v.lo) + ", "
+               + std::to_string(v.hi) + ")";
+      if (k > 0)
+        pieces.emplace_back(g.var, g.offset - v.lo, g.offset - v.lo + k);
+    }
+    std::sort(pieces.begin(), pieces.end());
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      auto [var, lo, hi] = pieces[i];
+      bool overlap = i > 0 && std::get<0>(pieces[i - 1]) == var
+                     && std::get<2>(pieces[i - 1]) > lo;
+      if (!overlap && pp != nullptr) {
+        if (auto a = pp->dense.find(var); a != pp->dense.end()) {
+          auto& have = a->second.have;
+          auto next = have.lower_bound(lo);
+          if (next != have.end() && next->first < hi)
+            overlap = true;
+          if (next != have.begin() && std::prev(next)->second > lo)
+            overlap = true;
+        }
+      }
+      if (overlap)
+        return describe(var) + ": gradient pieces overlap at slice element "
+               + std::to_string(lo) + " (each element comes once per push)";
+    }
+    return {};
+  }
+
+  // A part of a push in parts: kept until every part is in, then the
+  // whole is handled by push() as one push.
+  std::string push_part(const ps_push& req, ps_push_ack& ack) {
+    if (req.worker == ps_observer)
+      return "the observer cannot push";
+    if (req.step == 0)
+      return "steps are 1-based, got step 0";
+    auto it = workers.find(req.worker);
+    if (it != workers.end() && !it->second.live)
+      return "worker " + std::to_string(req.worker)
+             + " has left (done or down); it must register again";
+    if (it != workers.end() && req.step <= it->second.clock) {
+      ++stats.duplicates;
+      ack = ps_push_ack{false, 0, version};
+      return {};
+    }
+    if (req.samples == 0 && !req.grads.empty())
+      return "gradients with samples = 0";
+    auto key = std::make_pair(req.worker, req.step);
+    auto pit = partials.find(key);
+    partial_push* pp = pit == partials.end() ? nullptr : &pit->second;
+    if (pp != nullptr && pp->parts == req.parts && pp->got[req.part]) {
+      ack = ps_push_ack{true, 0, version}; // a repeat: in already
+      return {};
+    }
+    if (pp == nullptr) {
+      size_t open = 0;
+      for (auto& [k, p] : partials)
+        open += k.first == req.worker ? 1 : 0;
+      if (open >= max_partial_per_worker)
+        return "more than " + std::to_string(max_partial_per_worker)
+               + " pushes in parts wait for their other parts";
+    }
+    if (auto err = check_part(req, pp); !err.empty())
+      return err;
+    if (pp == nullptr) {
+      pp = &partials[key];
+      pp->parts = req.parts;
+      pp->read_version = req.read_version;
+      pp->samples = req.samples;
+      pp->got.assign(req.parts, false);
+    }
+    for (auto& g : req.grads) {
+      auto& v = vars[g.var];
+      if (v.spec.sparse || has_index(g)) {
+        pp->others.push_back(g);
+        continue;
+      }
+      auto& a = pp->dense[g.var];
+      if (a.values.elements() != static_cast<int64_t>(v.hi - v.lo)
+          || a.values.type() != dtype::f32)
+        a.values = tensor::allocate(dtype::f32,
+                                    {static_cast<int64_t>(v.hi - v.lo)});
+      auto k = static_cast<uint64_t>(g.values.elements());
+      if (k == 0)
+        continue;
+      auto lo = g.offset - v.lo;
+      std::memcpy(a.values.mutable_data_as<float>() + lo, g.values.data(),
+                  k * sizeof(float));
+      a.have.emplace(lo, lo + k);
+      a.covered += k;
+    }
+    pp->got[req.part] = true;
+    if (++pp->count < pp->parts) {
+      ack = ps_push_ack{true, 0, version};
+      return {};
+    }
+    // Every part is in: one push of the whole, and the worker's older
+    // unfinished pushes in parts can never apply any more.
+    ps_push whole;
+    whole.worker = req.worker;
+    whole.step = req.step;
+    whole.read_version = pp->read_version;
+    whole.samples = pp->samples;
+    std::string err;
+    for (auto& [var, a] : pp->dense) {
+      auto& v = vars[var];
+      if (a.covered != v.hi - v.lo && err.empty())
+        err = describe(var) + ": the parts of the push hold "
+              + std::to_string(a.covered) + " of the "
+              + std::to_string(v.hi - v.lo)
+              + " gradient elements of this shard's slice";
+      ps_slice sl;
+      sl.var = var;
+      sl.offset = v.lo;
+      sl.values = std::move(a.values);
+      whole.grads.push_back(std::move(sl));
+    }
+    for (auto& g : pp->others)
+      whole.grads.push_back(std::move(g));
+    for (auto i = partials.begin(); i != partials.end();)
+      if (i->first.first == req.worker && i->first.second <= req.step)
+        i = partials.erase(i);
+      else
+        ++i;
+    if (!err.empty())
+      return err;
+    return push(whole, ack);
+  }
+
+  void drop_partials(uint32_t worker) {
+    for (auto i = partials.begin(); i != partials.end();)
+      if (i->first.first == worker)
+        i = partials.erase(i);
+      else
+        ++i;
   }
 
   // --- snapshots (format: ps_shard.hpp) -------------------------------------
@@ -889,6 +1119,7 @@ uint64_t ps_shard_state::leave(uint32_t worker, bool lost) {
   if (!fresh && !it->second.live)
     return st.version;
   it->second.live = false;
+  st.drop_partials(worker);
   if (lost)
     ++st.stats.workers_lost;
   if (st.synchronous())
@@ -914,13 +1145,21 @@ std::string ps_shard_state::pull(uint64_t ticket, const ps_pull& req,
     answer = st.answer(req);
     return {};
   }
-  ++st.stats.delayed_pulls;
+  if (req.part == 0) // a pull in parts counts once
+    ++st.stats.delayed_pulls;
   st.pulls.push_back(pending_pull{ticket, req});
   return {};
 }
 
 std::string ps_shard_state::push(const ps_push& req, ps_push_ack& ack) {
-  auto err = impl_->push(req, ack);
+  std::string err;
+  if (req.parts == 0 || req.part >= req.parts)
+    err = "part " + std::to_string(req.part) + " of "
+          + std::to_string(req.parts) + " parts";
+  else if (req.parts == 1)
+    err = impl_->push(req, ack);
+  else
+    err = impl_->push_part(req, ack);
   if (!err.empty())
     return impl_->cfg.name + ": push (worker " + std::to_string(req.worker)
            + ", step " + std::to_string(req.step) + "): " + err;
@@ -1155,6 +1394,17 @@ caf::behavior ps_shard_main(shard_actor* self, ps_shard_config cfg) {
       return rp;
     },
     [=](ps_stats_atom) -> ps_shard_stats { return self->state.shard->stats(); },
+    [=](replica_lost_atom, const std::string& stage, uint32_t replica) {
+      auto& st = self->state;
+      if (stage != st.shard->config().worker_stage
+          || !st.shard->is_live(replica))
+        return;
+      spdlog::warn("{}: worker {} lost (the coordinator says {}[{}] is "
+                   "gone)",
+                   st.name, replica, stage, replica);
+      st.shard->leave(replica, true);
+      release(self);
+    },
     [=](ps_snapshot_atom) -> std::string {
       return self->state.shard->snapshot();
     },

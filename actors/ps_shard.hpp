@@ -46,6 +46,15 @@
 //   - A restore replaces everything in the snapshot; pulls and waits that
 //     wait stay and are answered by the restored state. Restored workers
 //     are not monitored until they speak again.
+//   - Pushes in parts (ps.hpp): the parts in are kept per worker and step
+//     (not in snapshots; a restore keeps them, and the whole push is then
+//     checked against the restored clocks). A part is checked when it
+//     arrives (an invalid one changes nothing); the whole is checked as a
+//     push when the last part is in, and if its dense pieces do not cover
+//     the slice it is dropped with an error. A worker that leaves drops
+//     its unfinished pushes in parts, and so does a push of a later step
+//     when it completes; at most 4 wait per worker. A duplicate counts
+//     once per message; a delayed pull in parts once (its part 0).
 //
 // Snapshot format, version 1 (ps_shard_state::snapshot). Integers are
 // fixed-width little-endian, floats IEEE-754 binary32 as their raw bytes;
@@ -111,6 +120,10 @@ struct ps_shard_config {
   uint64_t seed = 0;
   /// For logs and error messages, e.g. "ps[0]".
   std::string name;
+  /// The stage whose replicas are the workers (replica r = worker r): a
+  /// (replica_lost_atom, stage, r) from the coordinator drops worker r
+  /// like its own down message would.
+  std::string worker_stage;
 };
 
 /// "" when `cfg` can make a shard, otherwise what is wrong (shard index,

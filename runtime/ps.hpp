@@ -41,6 +41,29 @@
 // acknowledged with applied = false and changes nothing. A push with no
 // gradients and samples = 0 advances the worker's clock only (a skipped
 // step).
+//
+// Parts (large tensors on the wire). One CAF message of many MiB crosses
+// processes slowly; a worker therefore cuts what it sends to, and asks
+// from, one shard into parts of a few MiB (actors/model_feed.cpp) and keeps
+// several in flight:
+//   - a pull with parts = n > 1 is n requests, part = 0 .. n-1: the shard
+//     lays its dense slices end to end (variables in order) and answers
+//     part p with the elements ps_dense_slice(total, p, n) of that line
+//     (sparse rows are answered in whichever part asks for them). Each part
+//     is answered on its own, when the staleness bound allows, with the
+//     version at that moment;
+//   - a push with parts = n > 1 is n messages with the same worker, step,
+//     read_version and samples, part = 0 .. n-1, that share the gradients
+//     out between them; a dense gradient may be cut into contiguous pieces
+//     (offset + elements), which together must cover the shard's slice
+//     exactly once. The shard keeps the parts until all n are in and then
+//     handles them as ONE push (clocks, tau = 0 sums, staleness, retries:
+//     all as above). Every part is acknowledged: the part that completes
+//     the push with that push's ack, the others with applied = true and
+//     staleness 0 (accepted, waiting for the rest); a part that arrives
+//     again before the push is complete changes nothing, and one of a step
+//     already applied is acknowledged with applied = false.
+// parts = 1 (the default) is one message, exactly as above.
 #pragma once
 
 #include <cstdint>
@@ -93,11 +116,15 @@ struct ps_pull {
   /// Sparse variables: the rows wanted (this shard's rows only). Dense
   /// variables need no entry: the shard's slices of all of them come back.
   std::vector<ps_slice> rows;
+  /// This request is part `part` of a pull in `parts` parts (see above).
+  uint32_t part = 0;
+  uint32_t parts = 1;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_pull& x) {
-  return f(caf::meta::type_name("af::ps_pull"), x.worker, x.clock, x.rows);
+  return f(caf::meta::type_name("af::ps_pull"), x.worker, x.clock, x.rows,
+           x.part, x.parts);
 }
 
 struct ps_params {
@@ -119,12 +146,15 @@ struct ps_push {
   uint64_t read_version = 0; // the version the gradients were computed on
   uint64_t samples = 0;
   std::vector<ps_slice> grads;
+  /// This message is part `part` of a push in `parts` parts (see above).
+  uint32_t part = 0;
+  uint32_t parts = 1;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_push& x) {
   return f(caf::meta::type_name("af::ps_push"), x.worker, x.step,
-           x.read_version, x.samples, x.grads);
+           x.read_version, x.samples, x.grads, x.part, x.parts);
 }
 
 struct ps_push_ack {

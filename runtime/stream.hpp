@@ -47,6 +47,11 @@ using wire_atom = caf::atom_constant<caf::atom("af_wire")>;
 using stop_atom = caf::atom_constant<caf::atom("af_stop")>;
 using stats_atom = caf::atom_constant<caf::atom("af_stats")>;
 using done_atom = caf::atom_constant<caf::atom("af_done")>;
+/// coordinator -> every service actor: (replica_lost_atom, stage, replica),
+/// a replica the job goes on without (stage_type::replicas_may_fail). A
+/// service may not see the replica go down itself: across hosts, two nodes
+/// may only be connected through the coordinator's.
+using replica_lost_atom = caf::atom_constant<caf::atom("af_lost")>;
 
 /// A failure report. `stage` is the stage replica where it began ("decode[1]")
 /// and stays unchanged while the report travels downstream.
