@@ -182,7 +182,11 @@ caf::behavior spawner_main(spawner_actor* self, const registry* reg) {
 } // namespace
 
 caf::actor spawn_node_spawner(caf::actor_system& sys, const registry& reg) {
-  return sys.spawn<caf::detached>(spawner_main, &reg);
+  // Not detached: CAF 0.17 does not always join a published detached
+  // actor's thread at shutdown, and a node then ignores SIGTERM. A stage
+  // factory that blocks (a trainer registering with its shards) holds one
+  // scheduler thread for that long.
+  return sys.spawn(spawner_main, &reg);
 }
 
 } // namespace af

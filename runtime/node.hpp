@@ -47,8 +47,7 @@ struct node_address {
 std::optional<node_address> parse_address(const std::string& text);
 
 /// The spawner of a node: creates stage replicas and service actors for
-/// coordinators. Runs on its own thread (a stage's factory may block).
-/// `reg` must outlive it.
+/// coordinators. `reg` must outlive it.
 caf::actor spawn_node_spawner(caf::actor_system& sys, const registry& reg);
 
 /// Creates the logic of replica `replica` of stage `stage_index` and spawns

@@ -1,0 +1,335 @@
+#!/usr/bin/env bash
+# Jobs spread over `actorflow node` processes on this machine: placement,
+# node reuse, unreachable and faulty peers, a node killed mid-job.
+# Usage: multihost_test.sh ACTORFLOW CASE
+#
+# Every node is started here on 127.0.0.1:0 (any free port) and its port is
+# read from its stdout; the topologies are templates (data/multi_*.pbtxt.in)
+# whose @P1@, @P2@, @P3@ are filled in with those ports. Each node runs
+# under timeout(1) as a watchdog, and the EXIT trap stops exactly the nodes
+# started here: SIGTERM, then SIGKILL after a grace period, then wait.
+set -u
+bin=$1
+case_name=$2
+here=$(cd "$(dirname "$0")" && pwd)
+data=$here/data
+tmp=$(mktemp -d)
+
+declare -A node_pid   # name -> the node's own pid
+declare -A watcher    # name -> its timeout(1) wrapper (a child of this shell)
+declare -A port       # name -> the port it listens on
+nodes=()              # names, in start order
+
+# Alive and not yet a zombie (a zombie still answers kill -0).
+alive() {
+  local state
+  state=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+  [ -n "$state" ] && [ "${state#Z}" = "$state" ]
+}
+
+# stop_nodes [GRACE_S]: SIGTERM to every node still running, SIGKILL to
+# those still there after GRACE_S seconds, then reap the watchers. Sets
+# node_rc[name] to each watcher's exit status (the node's, or 137 when it
+# was killed).
+declare -A node_rc
+stop_nodes() {
+  local grace=${1:-10} n i any
+  for n in "${nodes[@]}"; do
+    alive "${watcher[$n]}" && kill -TERM "${node_pid[$n]}" 2>/dev/null
+  done
+  for ((i = 0; i < grace * 10; ++i)); do
+    any=0
+    for n in "${nodes[@]}"; do alive "${watcher[$n]}" && any=1; done
+    [ $any -eq 0 ] && break
+    sleep 0.1
+  done
+  for n in "${nodes[@]}"; do
+    if alive "${watcher[$n]}"; then
+      echo "node $n did not stop within ${grace} s of SIGTERM: killing it"
+      kill -KILL "${node_pid[$n]}" 2>/dev/null
+      kill -KILL "${watcher[$n]}" 2>/dev/null
+    fi
+  done
+  for n in "${nodes[@]}"; do
+    wait "${watcher[$n]}" 2>/dev/null
+    node_rc[$n]=$?
+  done
+  nodes=()
+}
+cleanup() { stop_nodes 5 >/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+touch "$tmp/out" "$tmp/err"
+fail() {
+  local n
+  echo "FAIL: $*"
+  echo "--- stdout"; cat "$tmp/out"
+  echo "--- stderr"; tail -n 60 "$tmp/err"
+  for n in $(ls "$tmp" | sed -n 's/^node-\(.*\)\.err$/\1/p'); do
+    echo "--- node $n stderr"; tail -n 40 "$tmp/node-$n.err"
+  done
+  exit 1
+}
+expect_rc() { [ "$rc" -eq "$1" ] || fail "expected exit code $1, got $rc"; }
+expect_out() { grep -q -- "$1" "$tmp/out" || fail "stdout lacks '$1'"; }
+expect_err() { grep -q -- "$1" "$tmp/err" || fail "stderr lacks '$1'"; }
+node_has() { grep -q -- "$2" "$tmp/node-$1.err" || fail "node $1's log lacks '$2'"; }
+node_lacks() { ! grep -q -- "$2" "$tmp/node-$1.err" || fail "node $1's log has '$2'"; }
+
+# start_node NAME [LISTEN]: starts a node and waits (30 s at most) for the
+# line with its port.
+start_node() {
+  local name=$1 listen=${2:-127.0.0.1:0} i line
+  timeout -k 5 170 bash -c 'echo $$ >"$0"; exec "$@"' "$tmp/node-$name.pid" \
+    "$bin" node --listen "$listen" \
+    >"$tmp/node-$name.out" 2>"$tmp/node-$name.err" </dev/null &
+  watcher[$name]=$!
+  nodes+=("$name")
+  for ((i = 0; i < 300; ++i)); do
+    line=$(grep -m1 '^actorflow node listening on ' "$tmp/node-$name.out")
+    [ -n "$line" ] && break
+    alive "${watcher[$name]}" || fail "node $name exited before listening"
+    sleep 0.1
+  done
+  [ -n "$line" ] || fail "node $name printed no 'listening on' line in 30 s"
+  [[ $line =~ ^actorflow\ node\ listening\ on\ 127\.0\.0\.1:([0-9]+)$ ]] \
+    || fail "node $name: unexpected line '$line'"
+  port[$name]=${BASH_REMATCH[1]}
+  [ "${port[$name]}" -gt 0 ] || fail "node $name listens on port 0"
+  node_pid[$name]=$(cat "$tmp/node-$name.pid")
+}
+
+# topology TEMPLATE PORT...: data/TEMPLATE.pbtxt.in with @P1@, @P2@, ...
+# replaced; sets topo to the path of the result.
+topology() {
+  local template=$1 i=1 p args=()
+  shift
+  for p in "$@"; do args+=(-e "s/@P$i@/$p/g"); i=$((i + 1)); done
+  sed "${args[@]}" "$data/$template.pbtxt.in" >"$tmp/$template.pbtxt"
+  grep -q '@P[0-9]@' "$tmp/$template.pbtxt" && fail "$template: a port is not filled in"
+  topo=$tmp/$template.pbtxt
+}
+
+# run_limited SECONDS ARGS...: the CLI with a time limit (a hang shows as
+# exit code 124 or 137).
+run_limited() { local limit=$1; shift
+  timeout -k 5 "$limit" "$bin" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null; rc=$?; }
+
+# wait_log NAME PATTERN SECONDS: until node NAME's log has PATTERN.
+wait_log() {
+  local i
+  for ((i = 0; i < $3 * 10; ++i)); do
+    grep -q -- "$2" "$tmp/node-$1.err" && return 0
+    sleep 0.1
+  done
+  fail "node $1 did not log '$2' within $3 s"
+}
+
+# The test split's AUC and the planted model's from the run's summary.
+read_auc() {
+  expect_out "^  test (step [0-9]\+): loss [0-9.]\+, AUC [0-9.]\+ (planted model's AUC [0-9.]\+)$"
+  read -r auc ref <<<"$(sed -n "s/^  test (step [0-9]*): loss [0-9.]*, AUC \([0-9.]*\) (planted model's AUC \([0-9.]*\))$/\1 \2/p" "$tmp/out")"
+}
+# The model's AUC at most 0.03 below the planted model's.
+expect_auc_near_planted() {
+  awk -v a="$auc" -v r="$ref" 'BEGIN { exit !(r > 0.8 && r - a <= 0.03) }' \
+    || fail "AUC $auc is more than 0.03 below the planted model's $ref"
+}
+
+# No sanitizer report from the run nor from any node; the nodes stop
+# cleanly (exit 0) on SIGTERM. Nodes in "$@" were killed on purpose.
+expect_clean_end() {
+  local n f
+  for f in "$tmp"/err "$tmp"/node-*.err; do
+    [ -e "$f" ] || continue
+    ! grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$f" \
+      || fail "sanitizer report in $(basename "$f")"
+  done
+  local started=("${nodes[@]}")
+  stop_nodes 10
+  for n in "${started[@]}"; do
+    [[ " $* " == *" $n "* ]] && continue
+    [ "${node_rc[$n]}" -eq 0 ] || fail "node $n exited with ${node_rc[$n]} on SIGTERM"
+    node_has "$n" "node: stopping"
+    ! grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$tmp/node-$n.err" \
+      || fail "sanitizer report from node $n at exit"
+  done
+}
+
+# The CTR job of data/multi_placement.pbtxt.in on nodes w1 and w2.
+run_placement() {
+  topology multi_placement "${port[w1]}" "${port[w2]}"
+  run_limited 90 run "$topo" --no-progress
+  expect_rc 0
+  expect_out "job 'multi-placement' finished"
+  expect_out "^  training: [0-9]\+ steps, 80000 samples, "
+  read_auc
+  expect_auc_near_planted
+}
+
+case $case_name in
+  placement)
+    start_node w1; start_node w2
+    run_placement
+    # Each replica and shard on the node the topology names, and only there.
+    node_has w1 "node: started clicks\[0\]"
+    node_has w1 "node: started batch\[0\]"
+    node_has w1 "node: started ps\[0\]"
+    node_has w2 "node: started ps\[1\]"
+    node_has w2 "node: started train\[0\]"
+    node_has w2 "node: started train\[1\]"
+    node_lacks w1 "node: started train\["
+    node_lacks w1 "node: started ps\[1\]"
+    node_lacks w2 "node: started clicks\["
+    node_lacks w2 "node: started batch\["
+    node_lacks w2 "node: started ps\[0\]"
+    # The coordinator's own stages stay in its process.
+    node_lacks w1 "node: started \(test_clicks\|test_batch\|evaluate\)\["
+    node_lacks w2 "node: started \(test_clicks\|test_batch\|evaluate\)\["
+    # The trainers' final lines come from w2, where they ran.
+    node_has w2 "train\[0\]: [0-9]\+ steps"
+    node_has w2 "train\[1\]: [0-9]\+ steps"
+    wait_log w1 "node: job ended" 15
+    wait_log w2 "node: job ended" 15
+    expect_clean_end
+    ;;
+  next_job)
+    start_node w1; start_node w2
+    run_placement
+    wait_log w1 "node: job ended" 15
+    wait_log w2 "node: job ended" 15
+    # The same nodes take another job, and then the first one again.
+    topology multi_pipeline "${port[w1]}" "${port[w2]}"
+    run_limited 60 run "$topo" --no-progress
+    expect_rc 0
+    expect_out "job 'multi-pipeline' finished"
+    expect_out "delivered: 20000 records"
+    run_placement
+    for n in w1 w2; do
+      wait_log $n "node: job ended" 15
+      for ((i = 0; i < 150; ++i)); do
+        [ "$(grep -c 'node: job ended' "$tmp/node-$n.err")" -ge 3 ] && break
+        sleep 0.1
+      done
+      [ "$(grep -c 'node: job ended' "$tmp/node-$n.err")" -eq 3 ] \
+        || fail "node $n did not end 3 jobs"
+    done
+    node_has w1 "node: started reader\[0\]"
+    node_has w2 "node: started decode\[1\]"
+    [ "$(grep -c 'node: started train\[0\]' "$tmp/node-w2.err")" -eq 2 ] \
+      || fail "node w2 did not start train[0] for both CTR jobs"
+    expect_clean_end
+    ;;
+  unreachable)
+    free=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+    start=$(date +%s.%N)
+    topology multi_unreachable "$free"
+    run_limited 30 run "$topo" --no-progress
+    elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+    expect_rc 1
+    expect_err "host 'ghost' (127\.0\.0\.1:$free) is unreachable"
+    awk -v t="$elapsed" 'BEGIN { exit !(t <= 10) }' \
+      || fail "took $elapsed s to give up on an unreachable host"
+    expect_clean_end
+    ;;
+  garbage)
+    start_node w1; start_node w2
+    seed=${AF_GARBAGE_SEED:-$RANDOM}
+    echo "garbage seed: $seed (node w1 on port ${port[w1]})"
+    python3 - "${port[w1]}" "$seed" <<'EOF' || fail "could not send the garbage"
+import random, socket, sys, time
+port, seed = int(sys.argv[1]), int(sys.argv[2])
+def connect():
+    return socket.create_connection(("127.0.0.1", port), timeout=5)
+def send(data):
+    s = connect()
+    try:
+        s.sendall(data)
+        time.sleep(0.3)
+    except OSError:
+        pass  # the node may close on us: that is its right
+    s.close()
+# 4 KiB of random bytes.
+send(random.Random(seed).randbytes(4096))
+# A message cut short after 4 bytes (a header needs more).
+send(b"\x00\x00\x00\x7f")
+# A port scan: connect and go.
+connect().close()
+EOF
+    sleep 0.5
+    alive "${watcher[w1]}" || fail "node w1 died of the garbage"
+    topology multi_pipeline "${port[w1]}" "${port[w2]}"
+    run_limited 60 run "$topo" --no-progress
+    expect_rc 0
+    expect_out "job 'multi-pipeline' finished"
+    expect_out "delivered: 20000 records"
+    node_has w1 "node: started reader\[0\]"
+    node_has w1 "node: started decode\[0\]"
+    alive "${watcher[w1]}" && alive "${node_pid[w1]}" || fail "node w1 is gone after the job"
+    wait_log w1 "node: job ended" 15
+    expect_clean_end
+    ;;
+  trainer_node_killed)
+    start_node w1; start_node w2; start_node w3
+    topology multi_killed "${port[w1]}" "${port[w2]}" "${port[w3]}"
+    # Fault-free first, for the accuracy to compare with.
+    run_limited 60 run "$topo" --no-progress
+    expect_rc 0
+    expect_out "job 'multi-killed' finished"
+    ! grep -q 'replica lost' "$tmp/out" || fail "a replica was lost without a fault"
+    read_auc
+    expect_auc_near_planted
+    clean_auc=$auc
+    cp "$tmp/out" "$tmp/clean.out"
+    for n in w1 w2 w3; do wait_log $n "node: job ended" 15; done
+    # Again, and w3 (trainer replica 1) is killed once it has trained.
+    lines=$(wc -l <"$tmp/node-w3.err")
+    timeout -k 5 60 "$bin" run "$topo" --no-progress >"$tmp/out" 2>"$tmp/err" </dev/null &
+    job=$!
+    for ((i = 0; i < 300; ++i)); do
+      tail -n +$((lines + 1)) "$tmp/node-w3.err" | grep -q 'train\[1\]: epoch [0-9]\+ step' && break
+      alive $job || break
+      sleep 0.1
+    done
+    alive $job || { wait $job; rc=$?; fail "the job ended (exit $rc) before w3 could be killed"; }
+    tail -n +$((lines + 1)) "$tmp/node-w3.err" | grep -q 'train\[1\]: epoch [0-9]\+ step' \
+      || fail "train[1] on w3 logged no progress in 30 s"
+    alive "${watcher[w3]}" && kill -KILL "${node_pid[w3]}"
+    echo "killed node w3 (pid ${node_pid[w3]})"
+    wait $job; rc=$?
+    [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] \
+      || fail "the job hung after node w3 was killed (no end within 60 s; a fault-free run takes a few)"
+    expect_rc 0
+    expect_out "job 'multi-killed' finished"
+    expect_out "^  replica lost, job went on: train\[1\]"
+    [ "$(grep -c 'replica lost' "$tmp/out")" -eq 1 ] || fail "expected one lost replica"
+    read_auc
+    expect_auc_near_planted
+    awk -v a="$auc" -v b="$clean_auc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01) }' \
+      || fail "AUC $auc with w3 killed, $clean_auc without a fault: more than 0.01 apart"
+    echo "AUC without a fault $clean_auc, with w3 killed $auc, planted $ref"
+    alive "${watcher[w1]}" && alive "${watcher[w2]}" || fail "a surviving node is gone"
+    wait_log w1 "node: job ended" 15
+    wait_log w2 "node: job ended" 15
+    expect_clean_end w3
+    ;;
+  bind_loopback)
+    start_node w1 0
+    p=${port[w1]}
+    listening=$(ss -ltnH "sport = :$p")
+    [ -n "$listening" ] || fail "ss shows nothing listening on port $p"
+    echo "$listening"
+    # Local address column: 127.0.0.1:PORT on every line, nothing wider.
+    echo "$listening" | awk -v want="127.0.0.1:$p" '$4 != want { bad = 1 } END { exit bad }' \
+      || fail "port $p is not bound to 127.0.0.1 only"
+    # And no other listening socket of the node's process.
+    mine=$(ss -ltnpH | grep "pid=${node_pid[w1]},")
+    [ -n "$mine" ] || fail "ss shows no listening socket of pid ${node_pid[w1]}"
+    echo "$mine" | awk -v want="127.0.0.1:$p" '$4 != want { bad = 1 } END { exit bad }' \
+      || fail "node listens elsewhere too: $mine"
+    expect_clean_end
+    ;;
+  *)
+    echo "unknown case $case_name"; exit 2 ;;
+esac
+echo "PASS: $case_name"
