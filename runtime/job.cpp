@@ -1,12 +1,17 @@
 #include "runtime/job.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/io/middleman_actor.hpp>
+#include <caf/openssl/manager.hpp>
+#include <caf/sec.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
@@ -133,6 +138,11 @@ bool tolerate(coordinator_actor* self, replica_entry& failed,
       st.tolerated.push_back(failed.label + ": " + cause);
       spdlog::warn("{} failed ({}); the job goes on without it", failed.label,
                    cause);
+      auto open = failed.label.rfind('[');
+      auto replica = static_cast<uint32_t>(
+        std::strtoul(failed.label.c_str() + open + 1, nullptr, 10));
+      for (auto& [label, handle] : st.services)
+        self->send(handle, replica_lost_atom::value, failed.stage, replica);
       return true;
     }
   return false;
@@ -288,6 +298,7 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
   // Progress is reported no more often than stages report their stats.
   if (opts.progress_interval < interval)
     opts.progress_interval = interval;
+  auto connect_timeout = opts.connect_timeout;
   result.coordinator_ = sys.spawn(coordinator_main, std::move(opts), slot);
 
   std::vector<std::vector<caf::actor>> replicas(spec.stage_size());
@@ -320,14 +331,60 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
     if (!sys.has_middleman())
       throw std::runtime_error(where + ": this actor system has no network "
                                        "(load caf::io::middleman)");
-    auto spawner = sys.middleman().remote_actor(parsed->host, parsed->port);
-    if (!spawner)
-      throw std::runtime_error(where + " is unreachable: "
-                               + sys.render(spawner.error())
+    // What remote_actor does, with a time limit: through the OpenSSL
+    // module's middleman actor when the system has one (TLS with mutual
+    // certificate checks), else the plain one.
+    bool tls = sys.has_openssl_manager();
+    auto mm = tls ? sys.openssl_manager().actor_handle()
+                  : sys.middleman().actor_handle();
+    caf::actor spawner;
+    caf::error failure;
+    self
+      ->request(mm, connect_timeout, caf::connect_atom::value, parsed->host,
+                parsed->port)
+      .receive(
+        [&](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
+          if (ptr)
+            spawner = caf::actor_cast<caf::actor>(std::move(ptr));
+          else
+            failure = caf::sec::no_actor_published_at_port;
+        },
+        [&](caf::error& err) { failure = std::move(err); });
+    if (failure) {
+      auto why = sys.render(failure);
+      // No TCP connection at all: CAF names the failed ip_connect.
+      bool no_tcp = failure == caf::sec::cannot_connect_to_node
+                    && !failure.context().empty();
+      // A peer that accepts and then says nothing: CAF's own handshake
+      // timeout (middleman.connection-timeout), else ours.
+      if (failure == caf::sec::request_timeout
+          || failure == caf::sec::connection_timeout)
+        throw std::runtime_error(
+          where + " accepted the connection but did not complete the "
+          + (tls ? "TLS" : "CAF") + " handshake: "
+          + (failure == caf::sec::request_timeout
+               ? "no answer within " + std::to_string(connect_timeout.count())
+                   + " ms"
+               : why)
+          + " (is it a running `actorflow node`"
+          + (tls ? " with --tls-cert/--tls-key/--tls-ca?)" : "?)"));
+      if (tls && !no_tcp)
+        throw std::runtime_error(
+          where + " refused the TLS connection: " + why
+          + " (the node must run with --tls-cert/--tls-key/--tls-ca, and "
+            "each side's certificate must be signed by a CA in the other "
+            "side's --tls-ca)");
+      if (!tls && failure == caf::sec::disconnect_during_handshake)
+        throw std::runtime_error(
+          where + " closed the connection during the handshake: " + why
+          + " (does the node require TLS? then run with "
+            "--tls-cert/--tls-key/--tls-ca too)");
+      throw std::runtime_error(where + " is unreachable: " + why
                                + " (is `actorflow node --listen " + address
                                + "` running there?)");
-    spawners.emplace(host, *spawner);
-    return *spawner;
+    }
+    spawners.emplace(host, spawner);
+    return spawner;
   };
   // Asks a node to create an actor; the answer is its handle.
   auto remote = [&](const std::string& host, const std::string& what,

@@ -48,12 +48,19 @@ struct job_options {
   /// Called on the coordinator's thread every `progress_interval`.
   std::function<void(const job_progress&)> on_progress;
   std::chrono::milliseconds progress_interval{500};
+  /// How long connecting to a node (TCP, TLS and CAF's handshake) may take
+  /// before the start fails: a peer that accepts and then says nothing
+  /// (such as a TLS node and a coordinator without TLS) must not hang it.
+  std::chrono::milliseconds connect_timeout{10000};
 };
 
 class job {
 public:
   /// Spawns and wires the graph. Throws std::runtime_error naming the stage
-  /// when a stage's factory fails.
+  /// when a stage's factory fails, or naming the host when a node cannot be
+  /// connected to. Nodes are connected to through CAF's OpenSSL module when
+  /// `sys` has loaded it (enable_network with tls_options), else through
+  /// the plain middleman.
   static job start(caf::actor_system& sys, const loaded_topology& topo,
                    const registry& reg, job_options opts = {});
 

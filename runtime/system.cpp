@@ -1,13 +1,22 @@
 #include "runtime/system.hpp"
 
+#include <cerrno>
 #include <chrono>
-
-#include <caf/io/middleman.hpp>
-
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include <caf/atom.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include "runtime/batch.hpp"
 #include "runtime/ps.hpp"
@@ -33,12 +42,127 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<ps_shard_stats>("af::ps_shard_stats");
 }
 
-void enable_network(caf::actor_system_config& cfg) {
+namespace {
+
+// OpenSSL's queued errors as one line (and the queue emptied).
+std::string openssl_errors() {
+  std::string text;
+  while (auto err = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(err, buf, sizeof(buf));
+    if (!text.empty())
+      text += "; ";
+    text += buf;
+  }
+  return text.empty() ? std::string{"no details"} : text;
+}
+
+void require_readable(const char* option, const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::invalid_argument(std::string{option} + ": cannot read '" + path
+                                + "': it is a directory");
+  std::unique_ptr<FILE, int (*)(FILE*)> f{std::fopen(path.c_str(), "rb"),
+                                          std::fclose};
+  if (!f)
+    throw std::invalid_argument(std::string{option} + ": cannot read '" + path
+                                + "': " + std::strerror(errno));
+}
+
+// An encrypted key fails to load instead of OpenSSL prompting on the
+// terminal for its passphrase.
+extern "C" int no_passphrase(char*, int, int, void*) {
+  return 0;
+}
+
+} // namespace
+
+void check(const tls_options& tls) {
+  if (!tls.enabled())
+    return;
+  std::string missing;
+  for (auto [name, value] :
+       {std::pair{"--tls-cert", &tls.cert}, std::pair{"--tls-key", &tls.key},
+        std::pair{"--tls-ca", &tls.ca}})
+    if (value->empty())
+      missing += (missing.empty() ? "" : " and ") + std::string{name};
+  if (!missing.empty())
+    throw std::invalid_argument("--tls-cert, --tls-key and --tls-ca go "
+                                "together: "
+                                + missing + " missing");
+  require_readable("--tls-cert", tls.cert);
+  require_readable("--tls-key", tls.key);
+  require_readable("--tls-ca", tls.ca);
+  // The same loading CAF's OpenSSL module does per connection, once, here.
+  ERR_clear_error();
+  std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> ctx{SSL_CTX_new(TLS_method()),
+                                                   SSL_CTX_free};
+  if (!ctx)
+    throw std::runtime_error("TLS: cannot create an OpenSSL context: "
+                             + openssl_errors());
+  SSL_CTX_set_default_passwd_cb(ctx.get(), no_passphrase);
+  if (SSL_CTX_use_certificate_chain_file(ctx.get(), tls.cert.c_str()) != 1)
+    throw std::invalid_argument("--tls-cert: '" + tls.cert
+                                + "' is not a PEM certificate ("
+                                + openssl_errors() + ")");
+  auto not_its_key = [&] {
+    return std::invalid_argument("--tls-key: '" + tls.key
+                                 + "' is not the key of the certificate in '"
+                                 + tls.cert + "'");
+  };
+  if (SSL_CTX_use_PrivateKey_file(ctx.get(), tls.key.c_str(), SSL_FILETYPE_PEM)
+      != 1) {
+    // Loading checks the key against the certificate already.
+    if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
+      ERR_clear_error();
+      throw not_its_key();
+    }
+    throw std::invalid_argument("--tls-key: '" + tls.key
+                                + "' is not an unencrypted PEM private key ("
+                                + openssl_errors() + ")");
+  }
+  if (SSL_CTX_check_private_key(ctx.get()) != 1) {
+    ERR_clear_error();
+    throw not_its_key();
+  }
+  if (SSL_CTX_load_verify_locations(ctx.get(), tls.ca.c_str(), nullptr) != 1)
+    throw std::invalid_argument("--tls-ca: '" + tls.ca
+                                + "' holds no PEM CA certificate ("
+                                + openssl_errors() + ")");
+  // Our own certificate must pass the check every peer makes of it.
+  STACK_OF(X509)* chain = nullptr;
+  SSL_CTX_get0_chain_certs(ctx.get(), &chain);
+  std::unique_ptr<X509_STORE_CTX, void (*)(X509_STORE_CTX*)> verify{
+    X509_STORE_CTX_new(), X509_STORE_CTX_free};
+  if (!verify
+      || X509_STORE_CTX_init(verify.get(), SSL_CTX_get_cert_store(ctx.get()),
+                             SSL_CTX_get0_certificate(ctx.get()), chain)
+           != 1)
+    throw std::runtime_error("TLS: cannot check the certificate: "
+                             + openssl_errors());
+  if (X509_verify_cert(verify.get()) != 1)
+    throw std::invalid_argument(
+      "--tls-cert: '" + tls.cert
+      + "' does not pass the check against --tls-ca '" + tls.ca + "': "
+      + X509_verify_cert_error_string(X509_STORE_CTX_get_error(verify.get()))
+      + " (peers would refuse it)");
+  ERR_clear_error();
+}
+
+void enable_network(caf::actor_system_config& cfg, const tls_options& tls) {
   cfg.load<caf::io::middleman>();
   cfg.set("middleman.heartbeat-interval",
           caf::timespan{std::chrono::milliseconds{500}});
   cfg.set("middleman.connection-timeout",
           caf::timespan{std::chrono::seconds{3}});
+  if (tls.enabled()) {
+    // Certificates set: the module requires a certificate signed by a CA
+    // in the CA file from every peer, and presents ours.
+    cfg.load<caf::openssl::manager>();
+    cfg.openssl_certificate = tls.cert;
+    cfg.openssl_key = tls.key;
+    cfg.openssl_cafile = tls.ca;
+  }
 }
 
 void apply(const engine_options& opts, caf::actor_system_config& cfg) {

@@ -30,9 +30,37 @@ void add_message_types(caf::actor_system_config& cfg);
 /// Throws std::invalid_argument on an unknown scheduler policy.
 void apply(const engine_options& opts, caf::actor_system_config& cfg);
 
+/// TLS between `actorflow node` processes and coordinators, through CAF's
+/// OpenSSL module (libcaf_openssl): each side presents `cert` (PEM, with its
+/// unencrypted PEM private key `key`) and accepts a peer only if the peer's
+/// certificate is signed by a CA in `ca` (PEM). Host names are not checked:
+/// any certificate the CA signed is a member of the cluster. All three or
+/// none.
+struct tls_options {
+  std::string cert;
+  std::string key;
+  std::string ca;
+
+  /// Any of the three is set (check() then insists on all three).
+  bool enabled() const noexcept {
+    return !cert.empty() || !key.empty() || !ca.empty();
+  }
+};
+
+/// Checks `tls` before anything listens or connects (CAF reads the files
+/// only when a connection opens, and fails there without saying why).
+/// Throws std::invalid_argument with one line naming the option and file:
+/// only some of the three set, a file missing or unreadable, not PEM, an
+/// encrypted key, a key that does not belong to the certificate, or a
+/// certificate the CA did not sign. Does nothing when !tls.enabled().
+void check(const tls_options& tls);
+
 /// Loads CAF's middleman (remote actors over TCP) with heartbeats, so that
-/// a frozen peer is noticed within seconds.
-void enable_network(caf::actor_system_config& cfg);
+/// a frozen peer is noticed within seconds. With `tls` enabled, also loads
+/// CAF's OpenSSL module with those files: publish with
+/// caf::openssl::publish then; job::start connects through it whenever the
+/// system has it (sys.has_openssl_manager()). Call check(tls) first.
+void enable_network(caf::actor_system_config& cfg, const tls_options& tls = {});
 
 /// The engine options a topology's `runtime` block asks for.
 engine_options engine_options_of(const topology::Runtime& rt);

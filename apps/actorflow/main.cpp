@@ -3,8 +3,10 @@
 // Exit codes: 0 success, 1 runtime failure, 2 usage or validation error,
 // 130 stopped by Ctrl-C (SIGINT) or SIGTERM.
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -14,6 +16,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/publish.hpp>
 #include <caf/send.hpp>
 #include <caf/scheduler/abstract_coordinator.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -64,7 +67,63 @@ struct run_args {
   std::string scheduler;
   int log_every_s = 5;
   bool no_progress = false;
+  af::tls_options tls;
 };
+
+// --tls-cert/--tls-key/--tls-ca on `run` and `node`.
+void add_tls_options(CLI::App* cmd, af::tls_options& tls) {
+  cmd
+    ->add_option("--tls-cert", tls.cert,
+                 "PEM certificate this process shows its peers: with "
+                 "--tls-key and --tls-ca, nodes and coordinators talk TLS "
+                 "and accept only peers whose certificate the CA signed "
+                 "(docs/multi-host.md)")
+    ->type_name("FILE");
+  cmd
+    ->add_option("--tls-key", tls.key,
+                 "Unencrypted PEM private key of --tls-cert")
+    ->type_name("FILE");
+  cmd
+    ->add_option("--tls-ca", tls.ca,
+                 "PEM file with the cluster's CA certificate(s)")
+    ->type_name("FILE");
+}
+
+// Exit code for unusable TLS options (a message printed), or -1 if they are
+// fine (or not given).
+int check_tls(const char* usage, const af::tls_options& tls) {
+  try {
+    af::check(tls);
+  } catch (const std::invalid_argument& ex) {
+    std::fprintf(stderr, "actorflow: %s\n", ex.what());
+    if (tls.cert.empty() || tls.key.empty() || tls.ca.empty())
+      std::fprintf(stderr, "usage: %s\n", usage);
+    return exit_usage;
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "actorflow: %s\n", ex.what());
+    return exit_failure;
+  }
+  return -1;
+}
+
+// CAF 0.17.6's OpenSSL module busy-polls while a TLS handshake waits for a
+// peer that sends nothing (CAF issue #1060, fixed in 0.18), and the actor
+// system's shutdown then waits for that handshake forever. With TLS on,
+// after a failed start of a job and after a node's SIGTERM, the shutdown
+// gets `limit`; then the process exits with `rc` all the same.
+void exit_if_shutdown_hangs(int rc, std::chrono::seconds limit) {
+  std::thread{[rc, limit] {
+    std::this_thread::sleep_for(limit);
+    std::fprintf(stderr,
+                 "actorflow: shutdown did not finish within %lld s (a TLS "
+                 "handshake with a silent peer, CAF 0.17 issue #1060?): "
+                 "exiting without it\n",
+                 static_cast<long long>(limit.count()));
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(rc);
+  }}.detach();
+}
 
 int cmd_validate(const std::string& path, bool list_types,
                  const af::registry& reg) {
@@ -95,6 +154,11 @@ int cmd_validate(const std::string& path, bool list_types,
 }
 
 int cmd_run(const run_args& args, const af::registry& reg) {
+  if (auto rc = check_tls("actorflow run TOPOLOGY [--tls-cert FILE --tls-key "
+                          "FILE --tls-ca FILE] ...",
+                          args.tls);
+      rc >= 0)
+    return rc;
   auto loaded = af::load_topology_file(args.topology, reg);
   if (!loaded.ok()) {
     print_errors(loaded);
@@ -109,9 +173,13 @@ int cmd_run(const run_args& args, const af::registry& reg) {
   caf::actor_system_config cfg;
   af::add_message_types(cfg);
   af::apply(opts, cfg);
-  // Stages placed on nodes: connect through CAF's middleman.
+  // Stages placed on nodes: connect through CAF's middleman (TLS: through
+  // its OpenSSL module).
   if (topo.spec.host_size() > 0)
-    af::enable_network(cfg);
+    af::enable_network(cfg, args.tls);
+  else if (args.tls.enabled())
+    spdlog::warn("--tls-cert/--tls-key/--tls-ca: the topology places nothing "
+                 "on nodes, so nothing connects");
   caf::actor_system sys{cfg};
 
   auto name = topo.spec.name().empty() ? args.topology : topo.spec.name();
@@ -136,6 +204,8 @@ int cmd_run(const run_args& args, const af::registry& reg) {
       tuned = std::move(r.tuned);
     } catch (const std::exception& ex) {
       std::fprintf(stderr, "actorflow: %s\n", ex.what());
+      if (args.tls.enabled())
+        exit_if_shutdown_hangs(exit_failure, std::chrono::seconds{5});
       return exit_failure;
     }
     for (auto& d : decisions)
@@ -159,6 +229,8 @@ int cmd_run(const run_args& args, const af::registry& reg) {
     job = af::job::start(sys, to_run, reg, jopts);
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "actorflow: %s\n", ex.what());
+    if (args.tls.enabled())
+      exit_if_shutdown_hangs(exit_failure, std::chrono::seconds{5});
     return exit_failure;
   }
   bool stop_sent = false;
@@ -206,10 +278,16 @@ int cmd_run(const run_args& args, const af::registry& reg) {
 struct node_args {
   std::string listen = "127.0.0.1:4242";
   int threads = -1;
+  af::tls_options tls;
 };
 
 // `actorflow node`: serves jobs until SIGINT or SIGTERM.
 int cmd_node(const node_args& args, const af::registry& reg) {
+  if (auto rc = check_tls("actorflow node [--listen ADDR] [--tls-cert FILE "
+                          "--tls-key FILE --tls-ca FILE]",
+                          args.tls);
+      rc >= 0)
+    return rc;
   auto text = args.listen;
   if (text.find(':') == std::string::npos)
     text = "127.0.0.1:" + text; // a bare port binds to loopback
@@ -225,11 +303,15 @@ int cmd_node(const node_args& args, const af::registry& reg) {
   caf::actor_system_config cfg;
   af::add_message_types(cfg);
   af::apply(opts, cfg);
-  af::enable_network(cfg);
+  af::enable_network(cfg, args.tls);
   caf::actor_system sys{cfg};
   auto spawner = af::spawn_node_spawner(sys, reg);
-  auto port = sys.middleman().publish(spawner, addr->port, addr->host.c_str(),
-                                      true);
+  // With TLS, only through the OpenSSL module: a peer must complete a TLS
+  // handshake with a certificate signed by the CA before anything else.
+  auto port =
+    args.tls.enabled()
+      ? caf::openssl::publish(spawner, addr->port, addr->host.c_str(), true)
+      : sys.middleman().publish(spawner, addr->port, addr->host.c_str(), true);
   if (!port) {
     std::fprintf(stderr, "node: cannot listen on %s: %s\n", text.c_str(),
                  sys.render(port.error()).c_str());
@@ -242,11 +324,17 @@ int cmd_node(const node_args& args, const af::registry& reg) {
   std::fflush(stdout);
   spdlog::info("node: listening on {}:{} ({} scheduler threads)", addr->host,
                *port, sys.scheduler().num_workers());
+  if (args.tls.enabled())
+    spdlog::info("node: TLS with certificate {}; peers need a certificate "
+                 "signed by a CA in {}",
+                 args.tls.cert, args.tls.ca);
   install_signal_handlers();
   while (signals_received.load() == 0)
     std::this_thread::sleep_for(std::chrono::milliseconds{100});
   spdlog::info("node: stopping");
   caf::anon_send_exit(spawner, caf::exit_reason::user_shutdown);
+  if (args.tls.enabled())
+    exit_if_shutdown_hangs(exit_ok, std::chrono::seconds{5});
   return exit_ok;
 }
 
@@ -289,6 +377,7 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   run->add_flag("--no-progress", rargs.no_progress,
                 "Print no progress while running");
+  add_tls_options(run, rargs.tls);
 
   std::string vpath;
   bool list_types = false;
@@ -312,6 +401,7 @@ int main(int argc, char** argv) {
     ->add_option("--threads", nargs.threads,
                  "Scheduler worker threads (default: the number of cores)")
     ->check(CLI::NonNegativeNumber);
+  add_tls_options(node, nargs.tls);
 
   std::function<int()> action;
   af::cli::add_convert(app, action);
