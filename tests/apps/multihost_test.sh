@@ -15,89 +15,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 data=$here/data
 tmp=$(mktemp -d)
 
-declare -A node_pid   # name -> the node's own pid
-declare -A watcher    # name -> its timeout(1) wrapper (a child of this shell)
-declare -A port       # name -> the port it listens on
-nodes=()              # names, in start order
-
-# Alive and not yet a zombie (a zombie still answers kill -0).
-alive() {
-  local state
-  state=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
-  [ -n "$state" ] && [ "${state#Z}" = "$state" ]
-}
-
-# stop_nodes [GRACE_S]: SIGTERM to every node still running, SIGKILL to
-# those still there after GRACE_S seconds, then reap the watchers. Sets
-# node_rc[name] to each watcher's exit status (the node's, or 137 when it
-# was killed).
-declare -A node_rc
-stop_nodes() {
-  local grace=${1:-10} n i any
-  for n in "${nodes[@]}"; do
-    alive "${watcher[$n]}" && kill -TERM "${node_pid[$n]}" 2>/dev/null
-  done
-  for ((i = 0; i < grace * 10; ++i)); do
-    any=0
-    for n in "${nodes[@]}"; do alive "${watcher[$n]}" && any=1; done
-    [ $any -eq 0 ] && break
-    sleep 0.1
-  done
-  for n in "${nodes[@]}"; do
-    if alive "${watcher[$n]}"; then
-      echo "node $n did not stop within ${grace} s of SIGTERM: killing it"
-      kill -KILL "${node_pid[$n]}" 2>/dev/null
-      kill -KILL "${watcher[$n]}" 2>/dev/null
-    fi
-  done
-  for n in "${nodes[@]}"; do
-    wait "${watcher[$n]}" 2>/dev/null
-    node_rc[$n]=$?
-  done
-  nodes=()
-}
+# shellcheck source=nodes.sh
+source "$here/nodes.sh"
 cleanup() { stop_nodes 5 >/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-
-touch "$tmp/out" "$tmp/err"
-fail() {
-  local n
-  echo "FAIL: $*"
-  echo "--- stdout"; cat "$tmp/out"
-  echo "--- stderr"; tail -n 60 "$tmp/err"
-  for n in $(ls "$tmp" | sed -n 's/^node-\(.*\)\.err$/\1/p'); do
-    echo "--- node $n stderr"; tail -n 40 "$tmp/node-$n.err"
-  done
-  exit 1
-}
-expect_rc() { [ "$rc" -eq "$1" ] || fail "expected exit code $1, got $rc"; }
-expect_out() { grep -q -- "$1" "$tmp/out" || fail "stdout lacks '$1'"; }
-expect_err() { grep -q -- "$1" "$tmp/err" || fail "stderr lacks '$1'"; }
-node_has() { grep -q -- "$2" "$tmp/node-$1.err" || fail "node $1's log lacks '$2'"; }
-node_lacks() { ! grep -q -- "$2" "$tmp/node-$1.err" || fail "node $1's log has '$2'"; }
-
-# start_node NAME [LISTEN]: starts a node and waits (30 s at most) for the
-# line with its port.
-start_node() {
-  local name=$1 listen=${2:-127.0.0.1:0} i line
-  timeout -k 5 170 bash -c 'echo $$ >"$0"; exec "$@"' "$tmp/node-$name.pid" \
-    "$bin" node --listen "$listen" \
-    >"$tmp/node-$name.out" 2>"$tmp/node-$name.err" </dev/null &
-  watcher[$name]=$!
-  nodes+=("$name")
-  for ((i = 0; i < 300; ++i)); do
-    line=$(grep -m1 '^actorflow node listening on ' "$tmp/node-$name.out")
-    [ -n "$line" ] && break
-    alive "${watcher[$name]}" || fail "node $name exited before listening"
-    sleep 0.1
-  done
-  [ -n "$line" ] || fail "node $name printed no 'listening on' line in 30 s"
-  [[ $line =~ ^actorflow\ node\ listening\ on\ 127\.0\.0\.1:([0-9]+)$ ]] \
-    || fail "node $name: unexpected line '$line'"
-  port[$name]=${BASH_REMATCH[1]}
-  [ "${port[$name]}" -gt 0 ] || fail "node $name listens on port 0"
-  node_pid[$name]=$(cat "$tmp/node-$name.pid")
-}
 
 # topology TEMPLATE PORT...: data/TEMPLATE.pbtxt.in with @P1@, @P2@, ...
 # replaced; sets topo to the path of the result.

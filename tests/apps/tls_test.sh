@@ -16,42 +16,10 @@ tmp=$(mktemp -d)
 
 command -v openssl >/dev/null || { echo "SKIP: no openssl(1) to make certificates"; exit 0; }
 
-declare -A node_pid   # name -> the node's own pid
-declare -A watcher    # name -> its timeout(1) wrapper (a child of this shell)
-declare -A port       # name -> the port it listens on
-declare -A node_rc    # name -> exit status after stop_nodes
-nodes=()
-
-alive() {
-  local state
-  state=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
-  [ -n "$state" ] && [ "${state#Z}" = "$state" ]
-}
-
-stop_nodes() {
-  local grace=${1:-10} n i any
-  for n in "${nodes[@]}"; do
-    alive "${watcher[$n]}" && kill -TERM "${node_pid[$n]}" 2>/dev/null
-  done
-  for ((i = 0; i < grace * 10; ++i)); do
-    any=0
-    for n in "${nodes[@]}"; do alive "${watcher[$n]}" && any=1; done
-    [ $any -eq 0 ] && break
-    sleep 0.1
-  done
-  for n in "${nodes[@]}"; do
-    if alive "${watcher[$n]}"; then
-      echo "node $n did not stop within ${grace} s of SIGTERM: killing it"
-      kill -KILL "${node_pid[$n]}" 2>/dev/null
-      kill -KILL "${watcher[$n]}" 2>/dev/null
-    fi
-  done
-  for n in "${nodes[@]}"; do
-    wait "${watcher[$n]}" 2>/dev/null
-    node_rc[$n]=$?
-  done
-  nodes=()
-}
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=nodes.sh
+source "$here/nodes.sh"
+NODE_WATCHDOG_S=110
 helpers=()   # other processes started here (silent peers)
 cleanup() {
   local p
@@ -61,21 +29,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-touch "$tmp/out" "$tmp/err"
-fail() {
-  local n
-  echo "FAIL: $*"
-  echo "--- stdout"; cat "$tmp/out"
-  echo "--- stderr"; tail -n 60 "$tmp/err"
-  for n in $(ls "$tmp" | sed -n 's/^node-\(.*\)\.err$/\1/p'); do
-    echo "--- node $n stderr"; tail -n 40 "$tmp/node-$n.err"
-  done
-  exit 1
-}
-expect_rc() { [ "$rc" -eq "$1" ] || fail "expected exit code $1, got $rc"; }
-expect_out() { grep -q -- "$1" "$tmp/out" || fail "stdout lacks '$1'"; }
-expect_err() { grep -q -- "$1" "$tmp/err" || fail "stderr lacks '$1'"; }
-node_has() { grep -q -- "$2" "$tmp/node-$1.err" || fail "node $1's log lacks '$2'"; }
 
 # Certificates: ca signs node and coord; rogue signs evil.
 pki=$tmp/pki
@@ -99,28 +52,6 @@ tls_node=(--tls-cert "$pki/node.pem" --tls-key "$pki/node.key" --tls-ca "$pki/ca
 tls_coord=(--tls-cert "$pki/coord.pem" --tls-key "$pki/coord.key" --tls-ca "$pki/ca.pem")
 tls_rogue=(--tls-cert "$pki/evil.pem" --tls-key "$pki/evil.key" --tls-ca "$pki/rogue.pem")
 
-# start_node NAME [ARGS...]: a node on 127.0.0.1:0; waits (30 s at most)
-# for the line with its port.
-start_node() {
-  local name=$1 i line
-  shift
-  timeout -k 5 110 bash -c 'echo $$ >"$0"; exec "$@"' "$tmp/node-$name.pid" \
-    "$bin" node --listen 127.0.0.1:0 "$@" \
-    >"$tmp/node-$name.out" 2>"$tmp/node-$name.err" </dev/null &
-  watcher[$name]=$!
-  nodes+=("$name")
-  for ((i = 0; i < 300; ++i)); do
-    line=$(grep -m1 '^actorflow node listening on ' "$tmp/node-$name.out")
-    [ -n "$line" ] && break
-    alive "${watcher[$name]}" || fail "node $name exited before listening"
-    sleep 0.1
-  done
-  [ -n "$line" ] || fail "node $name printed no 'listening on' line in 30 s"
-  [[ $line =~ ^actorflow\ node\ listening\ on\ 127\.0\.0\.1:([0-9]+)$ ]] \
-    || fail "node $name: unexpected line '$line'"
-  port[$name]=${BASH_REMATCH[1]}
-  node_pid[$name]=$(cat "$tmp/node-$name.pid")
-}
 
 # A small CTR training job: source and batcher in the coordinator, the two
 # trainers and both parameter-server shards on node w1 (PORT).
@@ -209,7 +140,7 @@ expect_clean_end() {
 
 case $case_name in
   mutual)
-    start_node w1 "${tls_node[@]}"
+    start_node w1 127.0.0.1:0 "${tls_node[@]}"
     node_has w1 "node: TLS with certificate"
     run_ctr_ok
     node_has w1 "node: started train\[0\]"
@@ -218,7 +149,7 @@ case $case_name in
     expect_clean_end
     ;;
   rogue)
-    start_node w1 "${tls_node[@]}"
+    start_node w1 127.0.0.1:0 "${tls_node[@]}"
     ctr_topology "${port[w1]}"
     # A coordinator with a certificate from another CA.
     run_quick 15 run "$topo" --no-progress "${tls_rogue[@]}"
@@ -247,7 +178,7 @@ case $case_name in
     expect_clean_end
     ;;
   plain_to_tls)
-    start_node w1 "${tls_node[@]}"
+    start_node w1 127.0.0.1:0 "${tls_node[@]}"
     ctr_topology "${port[w1]}"
     run_quick 15 run "$topo" --no-progress
     expect_rc 1
@@ -298,7 +229,7 @@ EOF
     cat "$tmp/err"
     # A TLS node with a silent client connected: still serves a job, and
     # stops on SIGTERM within seconds.
-    start_node w1 "${tls_node[@]}"
+    start_node w1 127.0.0.1:0 "${tls_node[@]}"
     python3 -c 'import socket, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); time.sleep(60)' \
       "${port[w1]}" &
