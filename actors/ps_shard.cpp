@@ -600,7 +600,10 @@ struct ps_shard_state::impl {
     }
   }
 
-  std::string push(const ps_push& req, ps_push_ack& ack) {
+  // The checks every push and every part of one passes first. Returns an
+  // error, or "" with `duplicate` set for a retry of an applied push
+  // (acknowledged with applied = false, nothing else done).
+  std::string admit(const ps_push& req, ps_push_ack& ack, bool& duplicate) {
     if (req.worker == ps_observer)
       return "the observer cannot push";
     if (req.step == 0)
@@ -612,10 +615,18 @@ struct ps_shard_state::impl {
     if (it != workers.end() && req.step <= it->second.clock) {
       ++stats.duplicates;
       ack = ps_push_ack{false, 0, version};
+      duplicate = true;
       return {};
     }
     if (req.samples == 0 && !req.grads.empty())
       return "gradients with samples = 0";
+    return {};
+  }
+
+  std::string push(const ps_push& req, ps_push_ack& ack) {
+    bool duplicate = false;
+    if (auto err = admit(req, ack, duplicate); !err.empty() || duplicate)
+      return err;
     for (auto& g : req.grads)
       if (auto err = check_grad(g); !err.empty())
         return err;
@@ -702,21 +713,9 @@ struct ps_shard_state::impl {
   // A part of a push in parts: kept until every part is in, then the
   // whole is handled by push() as one push.
   std::string push_part(const ps_push& req, ps_push_ack& ack) {
-    if (req.worker == ps_observer)
-      return "the observer cannot push";
-    if (req.step == 0)
-      return "steps are 1-based, got step 0";
-    auto it = workers.find(req.worker);
-    if (it != workers.end() && !it->second.live)
-      return "worker " + std::to_string(req.worker)
-             + " has left (done or down); it must register again";
-    if (it != workers.end() && req.step <= it->second.clock) {
-      ++stats.duplicates;
-      ack = ps_push_ack{false, 0, version};
-      return {};
-    }
-    if (req.samples == 0 && !req.grads.empty())
-      return "gradients with samples = 0";
+    bool duplicate = false;
+    if (auto err = admit(req, ack, duplicate); !err.empty() || duplicate)
+      return err;
     auto key = std::make_pair(req.worker, req.step);
     auto pit = partials.find(key);
     partial_push* pp = pit == partials.end() ? nullptr : &pit->second;
