@@ -3,6 +3,7 @@
 #include <deque>
 
 #include "runtime/rows.hpp"
+#include "runtime/state_io.hpp"
 
 namespace af {
 
@@ -33,6 +34,19 @@ public:
   void end_of_epoch(uint64_t, emitter& out) override { flush(out); }
 
   void finish(emitter& out) override { flush(out); }
+
+  std::string snapshot() const override {
+    std::vector<batch> pending(pending_.begin(), pending_.end());
+    return save_state("batcher/1", pending, pending_records_, offset_, seq_,
+                      epoch_);
+  }
+
+  void restore(const std::string& state) override {
+    std::vector<batch> pending;
+    load_state(state, "batcher/1", pending, pending_records_, offset_, seq_,
+               epoch_);
+    pending_.assign(pending.begin(), pending.end());
+  }
 
 private:
   void flush(emitter& out) {

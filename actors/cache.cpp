@@ -152,6 +152,8 @@ stage_type cache_type() {
   t.description = "keeps the first epoch (memory, then a spill file) and "
                   "replays it";
   t.blocking = true;  // spilling and replaying do file I/O
+  t.no_checkpoints = "its cached epoch (up to cache.max_memory_bytes, then a "
+                     "spill file) is not part of checkpoints yet";
   t.check = [](const topology::Stage& s) -> std::string {
     if (s.config_case() != topology::Stage::kCache
         && s.config_case() != topology::Stage::CONFIG_NOT_SET)

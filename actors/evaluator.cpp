@@ -214,6 +214,9 @@ stage_type evaluator_type() {
   t.description = "evaluates the topology's model on a held-out split "
                   "every N steps and at the end";
   t.blocking = true;
+  // It waits for the shards in finish(), so it cannot answer a checkpoint
+  // cut; on resume it reads its held-out split again.
+  t.replay_on_resume = true;
   t.check = check;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<evaluator>(info, s);

@@ -408,6 +408,19 @@ void ps_client::leave() {
   }
 }
 
+void ps_client::pause() {
+  auto& d = *impl_;
+  flush();
+  for (size_t s = 0; s < d.shards.size(); ++s) {
+    auto ask = [&] {
+      return d.self->request(d.shards[s], patience, ps_pause_atom::value,
+                             d.worker);
+    };
+    auto h = ask();
+    d.await(s, h, ask, [](uint64_t) {});
+  }
+}
+
 void ps_client::pull_async(uint64_t clock, const std::vector<int64_t>& rows) {
   auto& d = *impl_;
   if (d.pulling)

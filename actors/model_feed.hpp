@@ -67,8 +67,12 @@ public:
             const training_spec& spec, uint32_t worker);
   ~ps_client();
 
-  /// Announces the worker to every shard (ps_register_atom).
+  /// Announces the worker to every shard (ps_register_atom); after
+  /// pause(), brings it back into the clocks.
   void join();
+  /// At a checkpoint cut: collects outstanding acknowledgements, then
+  /// pauses the worker at every shard (ps_pause_atom) until join().
+  void pause();
   /// Collects outstanding acknowledgements, then says done to every shard.
   void leave();
 

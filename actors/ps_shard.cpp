@@ -78,6 +78,9 @@ struct update {
 struct worker_info {
   uint64_t clock = 0; // last step pushed
   bool live = true;
+  // At a checkpoint cut (ps_pause_atom): out of the clocks like a worker
+  // that left, but not done; registering again ends it.
+  bool paused = false;
 };
 
 struct pending_pull {
@@ -284,7 +287,7 @@ struct ps_shard_state::impl {
       return 0;
     uint64_t m = no_clock;
     for (auto& [id, w] : workers)
-      if (w.live)
+      if (w.live && !w.paused)
         m = std::min(m, w.clock);
     return m;
   }
@@ -309,6 +312,7 @@ struct ps_shard_state::impl {
   worker_info& join(uint32_t worker) {
     auto& w = workers[worker];
     w.live = true;
+    w.paused = false;
     return w;
   }
 
@@ -890,7 +894,7 @@ struct ps_shard_state::impl {
     for (auto& [id, info] : workers) {
       w.u32(id);
       w.u64(info.clock);
-      w.u8(info.live ? 1 : 0);
+      w.u8(info.paused ? 2 : info.live ? 1 : 0);
     }
     w.u32(static_cast<uint32_t>(clocks.size()));
     for (auto& [step, u] : clocks)
@@ -1064,7 +1068,11 @@ struct ps_shard_state::impl {
       auto id = r.u32("worker id");
       worker_info w;
       w.clock = r.u64("worker step");
-      w.live = r.flag("live flag");
+      auto live = r.u8("live flag");
+      if (live > 2)
+        r.fail("live flag is " + std::to_string(live) + ", not 0, 1 or 2");
+      w.live = live != 0;
+      w.paused = live == 2;
       if (id == ps_observer
           || (!new_workers.empty() && id <= new_workers.rbegin()->first))
         r.fail("worker id " + std::to_string(id) + " out of order");
@@ -1121,6 +1129,18 @@ uint64_t ps_shard_state::leave(uint32_t worker, bool lost) {
   st.drop_partials(worker);
   if (lost)
     ++st.stats.workers_lost;
+  if (st.synchronous())
+    st.complete_clocks();
+  return st.version;
+}
+
+uint64_t ps_shard_state::pause(uint32_t worker) {
+  auto& st = *impl_;
+  auto it = st.workers.find(worker);
+  if (worker == ps_observer || it == st.workers.end() || !it->second.live
+      || it->second.paused)
+    return st.version;
+  it->second.paused = true;
   if (st.synchronous())
     st.complete_clocks();
   return st.version;
@@ -1351,6 +1371,11 @@ caf::behavior ps_shard_main(shard_actor* self, ps_shard_config cfg) {
     [=](ps_register_atom, uint32_t worker) -> uint64_t {
       track(self, worker, true);
       auto v = self->state.shard->register_worker(worker);
+      release(self);
+      return v;
+    },
+    [=](ps_pause_atom, uint32_t worker) -> uint64_t {
+      auto v = self->state.shard->pause(worker);
       release(self);
       return v;
     },

@@ -7,6 +7,7 @@
 //   (ps_register_atom, uint32_t worker)  -> uint64_t version
 //   (ps_pull_atom, ps_pull)              -> ps_params      (may wait)
 //   (ps_push_atom, ps_push)              -> ps_push_ack
+//   (ps_pause_atom, uint32_t worker)     -> uint64_t version
 //   (ps_done_atom, uint32_t worker)      -> uint64_t version
 //   (ps_wait_atom, uint64_t steps)       -> ps_progress    (may wait)
 //   (ps_stats_atom)                      -> ps_shard_stats
@@ -74,7 +75,8 @@
 //     u64 k, k x u64       optimizer step counts (dense: k = 1; rows: n)
 //     u64 a, a x f32       optimizer slot 1 (gpu::optimizer_state::arrays)
 //     u64 b, b x f32       optimizer slot 2
-//   u32 workers, per worker by ascending id: u32 id, u64 last step, u8 live
+//   u32 workers, per worker by ascending id: u32 id, u64 last step,
+//       u8 live (0 left, 1 live, 2 paused at a checkpoint cut)
 //   u32 clocks (tau = 0: pushes accepted for clocks not yet complete), per
 //       clock by ascending step: u64 step, u64 samples, u64 pushes,
 //       u64 staleness, u32 g, then g entries by ascending var:
@@ -149,9 +151,17 @@ public:
 
   const ps_shard_config& config() const noexcept;
 
-  /// Counts `worker` in the clocks (again, if it had left). Returns the
+  /// Counts `worker` in the clocks (again, if it had left or was paused
+  /// at a checkpoint cut; with the clock it had). Returns the
   /// version. Registering a live worker changes nothing.
   uint64_t register_worker(uint32_t worker);
+
+  /// `worker` is at a checkpoint cut: out of the clocks until it registers
+  /// again, with the clock it had (at tau = 0 a clock it was holding up
+  /// completes), but not done
+  /// (ps_progress::finished stays false). Unknown, left or paused
+  /// workers are left alone. Returns the version.
+  uint64_t pause(uint32_t worker);
 
   /// `worker` said done (lost = false) or went down (lost = true): out of
   /// the clocks; at tau = 0 a clock it was holding up completes. A worker

@@ -4,6 +4,7 @@
 
 #include "runtime/random.hpp"
 #include "runtime/rows.hpp"
+#include "runtime/state_io.hpp"
 
 namespace af {
 
@@ -38,6 +39,28 @@ public:
   void end_of_epoch(uint64_t, emitter& out) override { drain(out); }
 
   void finish(emitter& out) override { drain(out); }
+
+  // The buffered records (in buffer order, so that the draws go on exactly
+  // as they would have), the records drawn for the next item, and the
+  // generator.
+  std::string snapshot() const override {
+    uint64_t rng = rng_.state();
+    return save_state("shuffle/1", gather(buffer_), gather(picked_), rng,
+                      started_, epoch_, seq_);
+  }
+
+  void restore(const std::string& state) override {
+    batch buffered, picked;
+    uint64_t rng = 0;
+    load_state(state, "shuffle/1", buffered, picked, rng, started_, epoch_,
+               seq_);
+    rng_ = record_rng{rng};
+    held_.clear();
+    buffer_.clear();
+    picked_.clear();
+    refill(buffered, buffer_);
+    refill(picked, picked_);
+  }
 
 private:
   struct holder {
@@ -83,6 +106,26 @@ private:
     while (!held_.empty() && held_.front().left == 0)
       held_.pop_front();
     out.push(std::move(b));
+  }
+
+  static batch gather(const std::vector<slot>& slots) {
+    if (slots.empty())
+      return batch{};
+    std::vector<row_ref> rows;
+    rows.reserve(slots.size());
+    for (auto& s : slots)
+      rows.push_back(row_ref{&s.h->value, s.row});
+    return gather_rows(rows);
+  }
+
+  void refill(batch& b, std::vector<slot>& into) {
+    auto n = b.records();
+    if (n == 0)
+      return;
+    held_.push_back(holder{std::move(b), n});
+    auto* h = &held_.back();
+    for (int64_t r = 0; r < n; ++r)
+      into.push_back(slot{h, r});
   }
 
   void drain(emitter& out) {

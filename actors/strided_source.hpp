@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "runtime/stage.hpp"
+#include "runtime/state_io.hpp"
 
 namespace af {
 
@@ -40,6 +41,14 @@ public:
       next_ = info_.replica;
     }
     return epoch_ < static_cast<uint64_t>(epochs_);
+  }
+
+  std::string snapshot() const final {
+    return save_state("strided/1", next_, epoch_, seq_);
+  }
+
+  void restore(const std::string& state) final {
+    load_state(state, "strided/1", next_, epoch_, seq_);
   }
 
 protected:

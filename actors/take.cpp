@@ -1,6 +1,7 @@
 #include "actors/take.hpp"
 
 #include "runtime/rows.hpp"
+#include "runtime/state_io.hpp"
 
 namespace af {
 
@@ -39,6 +40,14 @@ public:
       out.stop_inputs();
   }
 
+  std::string snapshot() const override {
+    return save_state("take/1", left_, seq_);
+  }
+
+  void restore(const std::string& state) override {
+    load_state(state, "take/1", left_, seq_);
+  }
+
 private:
   int64_t left_;
   uint64_t seq_ = 0;
@@ -60,6 +69,14 @@ public:
     }
     item.seq = seq_++;
     out.push(std::move(item));
+  }
+
+  std::string snapshot() const override {
+    return save_state("skip/1", left_, seq_);
+  }
+
+  void restore(const std::string& state) override {
+    load_state(state, "skip/1", left_, seq_);
   }
 
 private:

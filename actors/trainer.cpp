@@ -10,6 +10,7 @@
 #include "actors/model_feed.hpp"
 #include "actors/training_spec.hpp"
 #include "runtime/random.hpp"
+#include "runtime/state_io.hpp"
 
 namespace af {
 
@@ -109,6 +110,38 @@ public:
     spdlog::info("{}: {} steps, {} samples, loss {:.4f}, {:.0f} samples/s",
                  info_.label(), steps_, samples_, mean_loss(),
                  samples_per_s());
+  }
+
+  // A checkpoint cut: the staged batch is trained and pushed, the pushes
+  // acknowledged, and the worker paused at the shards so that a clock
+  // waiting for it completes without it (other trainers may have been
+  // given more batches before the cut).
+  uint64_t quiesce() override {
+    auto& last = slots_[1 - next_];
+    if (last.full)
+      step(last, nullptr);
+    if (prefetched_) {
+      wait_params_s_ += client_->pull_wait(*model_);
+      prefetched_ = false;
+    }
+    account(client_->flush());
+    client_->pause();
+    return steps_;
+  }
+
+  // Back into the clocks with the step count it had: a trainer that was
+  // given fewer batches before the cut is simply behind, as it would be
+  // without the checkpoint.
+  void resume(uint64_t) override { client_->join(); }
+
+  std::string snapshot() const override {
+    return save_state("trainer/1", steps_, samples_, skipped_, epoch_,
+                      epoch_loss_, epoch_samples_);
+  }
+
+  void restore(const std::string& state) override {
+    load_state(state, "trainer/1", steps_, samples_, skipped_, epoch_,
+               epoch_loss_, epoch_samples_);
   }
 
   void metrics(std::vector<metric>& out) const override {

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "runtime/busy_work.hpp"
+#include "runtime/state_io.hpp"
 
 namespace af {
 
@@ -29,6 +30,14 @@ public:
       }
     }
     out.push(std::move(item));
+  }
+
+  std::string snapshot() const override {
+    return save_state("transform/1", seen_, checksum_);
+  }
+
+  void restore(const std::string& state) override {
+    load_state(state, "transform/1", seen_, checksum_);
   }
 
 private:

@@ -111,6 +111,10 @@ public:
   bool all_ended() const noexcept;
   bool empty() const noexcept { return edges_.empty(); }
   std::vector<edge>& edges() noexcept { return edges_; }
+  /// Epochs forwarded downstream so far (checkpoints save and restore it
+  /// with each edge's epochs_ended).
+  uint64_t epochs_forwarded() const noexcept { return epochs_forwarded_; }
+  void set_epochs_forwarded(uint64_t n) noexcept { epochs_forwarded_ = n; }
 
 private:
   std::vector<uint64_t> newly_complete_epochs();

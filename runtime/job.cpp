@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include <caf/actor_system.hpp>
@@ -22,8 +23,10 @@
 #include <google/protobuf/text_format.h>
 #include <spdlog/spdlog.h>
 
+#include "runtime/checkpoint.hpp"
 #include "runtime/credit.hpp"
 #include "runtime/node.hpp"
+#include "runtime/ps.hpp"
 #include "runtime/stream.hpp"
 
 namespace af {
@@ -41,6 +44,8 @@ const std::string& topology_text_of(const topology::Topology& spec,
 using start_atom = caf::atom_constant<caf::atom("af_start")>;
 using abort_atom = caf::atom_constant<caf::atom("af_abort")>;
 using progress_atom = caf::atom_constant<caf::atom("af_progr")>;
+using ckpt_tick_atom = caf::atom_constant<caf::atom("af_ctick")>;
+using ckpt_timeout_atom = caf::atom_constant<caf::atom("af_ctime")>;
 
 using clock_type = std::chrono::steady_clock;
 
@@ -52,6 +57,106 @@ struct replica_entry {
   bool done = false;
   bool down = false;
   bool failed = false;
+  bool cut = false; // takes part in checkpoints (not replayed on resume)
+};
+
+// The job's own part of a checkpoint, "job": text, one item per line.
+//
+//   actorflow-job 1
+//   topology <name>
+//   step <global step>       the trainers' steps summed over replicas
+//   clock <largest step>     of any one replica
+//   replica <label> live <steps>    one per replica of the cut: its state
+//   replica <label> ended <steps>   is the part <label>; or it had ended;
+//   replica <label> lost            or it was lost before the cut (a
+//                                   trainer that failed: a resumed job
+//                                   starts it afresh)
+struct job_part {
+  std::string topology;
+  uint64_t step = 0;
+  uint64_t clock = 0;
+  std::map<std::string, bool> ended; // label -> ended (live, if false)
+  std::map<std::string, uint64_t> steps;
+  std::set<std::string> lost;
+};
+
+std::string format_job_part(const job_part& p) {
+  std::string s = "actorflow-job 1\ntopology " + p.topology + "\nstep "
+                  + std::to_string(p.step) + "\nclock "
+                  + std::to_string(p.clock) + "\n";
+  for (auto& [label, ended] : p.ended) {
+    auto it = p.steps.find(label);
+    s += "replica " + label + (ended ? " ended " : " live ")
+         + std::to_string(it == p.steps.end() ? 0 : it->second) + "\n";
+  }
+  for (auto& label : p.lost)
+    s += "replica " + label + " lost\n";
+  return s;
+}
+
+job_part parse_job_part(const std::string& text, const std::string& where) {
+  job_part p;
+  std::istringstream in{text};
+  std::string line, magic;
+  auto bad = [&](const std::string& why) {
+    return std::runtime_error(where + ": the job part is damaged: " + why);
+  };
+  if (!std::getline(in, line) || line != "actorflow-job 1")
+    throw bad("it does not start with 'actorflow-job 1'");
+  while (std::getline(in, line)) {
+    std::istringstream words{line};
+    std::string key, a, b;
+    words >> key;
+    if (key == "topology") {
+      p.topology = line.size() > 9 ? line.substr(9) : std::string{};
+    } else if (key == "step" && (words >> p.step)) {
+    } else if (key == "clock" && (words >> p.clock)) {
+    } else if (key == "replica" && (words >> a >> b)) {
+      uint64_t steps = 0;
+      if (b == "lost")
+        p.lost.insert(a);
+      else if ((b == "live" || b == "ended") && (words >> steps)) {
+        p.ended[a] = b == "ended";
+        p.steps[a] = steps;
+      } else
+        throw bad("line '" + line + "'");
+    } else {
+      throw bad("line '" + line + "'");
+    }
+  }
+  return p;
+}
+
+// What the coordinator needs to take checkpoints (topology.checkpoint).
+struct ckpt_settings {
+  std::unique_ptr<checkpoint_store> store; // null: no checkpoints
+  uint64_t every_steps = 0;
+  double every_s = 0;
+  bool at_end = true;
+  std::set<std::string> replayed; // stage names outside the cut
+  std::string topology;
+  std::chrono::milliseconds timeout{120000};
+  // Set when the job resumed.
+  std::string resumed_from;
+  uint64_t resumed_step = 0;
+  // Steps of the replicas that had ended at the resumed cut (they do not
+  // report them again).
+  std::map<std::string, uint64_t> resumed_steps;
+};
+
+// One checkpoint being taken.
+struct ckpt_round {
+  uint64_t id = 0;
+  bool final = false;      // the training stages have ended
+  bool stop_after = false; // Ctrl-C: end the job at this cut
+  std::set<std::string> waiting; // replicas that have not answered
+  std::map<std::string, std::string> states;
+  std::vector<caf::actor> paused; // to resume once written
+  job_part job;
+  bool services_asked = false;
+  size_t services_left = 0;
+  std::map<std::string, std::string> service_states;
+  clock_type::time_point began = clock_type::now();
 };
 
 // What the coordinator is told at start: every replica and the service
@@ -92,6 +197,16 @@ struct coordinator_state {
   std::string error;
   std::map<std::string, stage_stats> stats;
   clock_type::time_point begin = clock_type::now();
+  std::shared_ptr<ckpt_settings> ckpt;
+  std::optional<ckpt_round> round;
+  uint64_t next_ckpt_id = 1;
+  uint64_t last_ckpt_step = 0;
+  bool final_taken = false;
+  // Ending at a checkpoint's cut (Ctrl-C with checkpoints): replicas and
+  // services go down on purpose.
+  bool halting = false;
+  uint64_t checkpoints = 0;
+  std::string last_checkpoint;
 };
 
 using coordinator_actor = caf::stateful_actor<coordinator_state>;
@@ -154,12 +269,248 @@ void record_error(coordinator_actor* self, std::string message) {
     return;
   st.error = std::move(message);
   spdlog::debug("job failed: {}", st.error);
+  st.round.reset(); // a checkpoint being taken is abandoned
   kill_all(self);
+}
+
+void maybe_complete(coordinator_actor* self);
+
+// --- checkpoints (docs/checkpoints.md) -------------------------------------
+
+bool checkpoints_on(const coordinator_state& st) {
+  return st.ckpt && st.ckpt->store && st.error.empty() && !st.halting;
+}
+
+// A replica's steps: its metric "step" (trainers), or what it had when it
+// ended before the cut the job resumed from.
+uint64_t steps_of(const coordinator_state& st, const std::string& label) {
+  uint64_t steps = 0;
+  if (auto it = st.ckpt->resumed_steps.find(label);
+      it != st.ckpt->resumed_steps.end())
+    steps = it->second;
+  if (auto it = st.stats.find(label); it != st.stats.end())
+    for (auto& m : it->second.metrics)
+      if (m.name == "step")
+        steps = std::max(steps, static_cast<uint64_t>(m.value));
+  return steps;
+}
+
+// The global step: the trainers' steps summed over the replicas of the cut.
+uint64_t global_step(const coordinator_state& st) {
+  uint64_t sum = 0;
+  for (auto& r : st.replicas)
+    if (r.cut)
+      sum += steps_of(st, r.label);
+  return sum;
+}
+
+void finish_round(coordinator_actor* self, bool written) {
+  auto& st = self->state;
+  auto r = std::move(*st.round);
+  st.round.reset();
+  if (r.stop_after && written) {
+    // The job ends at the cut: nothing after it is trained, so --resume
+    // continues exactly there.
+    spdlog::info("stopping at the checkpoint's cut");
+    st.halting = true;
+    for (auto& rep : st.replicas)
+      if (!rep.down)
+        self->send_exit(rep.handle, caf::exit_reason::user_shutdown);
+  } else {
+    for (auto& h : r.paused)
+      self->send(h, resume_atom::value, r.id, r.job.clock);
+    if (r.stop_after) // not written: stop the usual way (drain)
+      for (auto& rep : st.replicas)
+        if (!rep.down)
+          self->send(rep.handle, stop_atom::value);
+  }
+  maybe_complete(self);
+}
+
+void write_round(coordinator_actor* self) {
+  auto& st = self->state;
+  auto& r = *st.round;
+  checkpoint c;
+  c.step = r.job.step;
+  c.parts.push_back({"job", format_job_part(r.job)});
+  size_t bytes = 0;
+  for (auto& [label, state] : r.states) {
+    bytes += state.size();
+    c.parts.push_back({label, std::move(state)});
+  }
+  for (auto& [label, state] : r.service_states) {
+    bytes += state.size();
+    c.parts.push_back({label, std::move(state)});
+  }
+  bool written = false;
+  try {
+    st.ckpt->store->write(c);
+    written = true;
+    ++st.checkpoints;
+    st.last_checkpoint = st.ckpt->store->path_of(c.step);
+    st.last_ckpt_step = c.step;
+    auto ms = std::chrono::duration<double, std::milli>(clock_type::now()
+                                                        - r.began)
+                .count();
+    spdlog::info("checkpoint at step {} written to {} ({} parts, {:.1f} MiB, "
+                 "{:.0f} ms)",
+                 c.step, st.last_checkpoint, c.parts.size(),
+                 static_cast<double>(bytes) / (1 << 20), ms);
+  } catch (const std::exception& ex) {
+    // Older checkpoints are intact; training goes on.
+    spdlog::error("checkpoint at step {} could not be written: {}", c.step,
+                  ex.what());
+  }
+  finish_round(self, written);
+}
+
+void abandon_round(coordinator_actor* self, const std::string& why) {
+  auto& st = self->state;
+  spdlog::warn("checkpoint {} abandoned: {}; the job goes on", st.round->id,
+               why);
+  finish_round(self, false);
+}
+
+// Called after every event of a round: once every replica answered, the
+// services' snapshots are asked for; once they are in, it is written.
+void check_round(coordinator_actor* self) {
+  auto& st = self->state;
+  if (!st.round || !st.round->waiting.empty())
+    return;
+  auto& r = *st.round;
+  if (r.services_asked)
+    return;
+  r.services_asked = true;
+  r.services_left = st.services.size();
+  if (r.services_left == 0) {
+    write_round(self);
+    return;
+  }
+  auto id = r.id;
+  for (auto& [label, handle] : st.services) {
+    auto name = label;
+    self->request(handle, std::chrono::seconds{60}, ps_snapshot_atom::value)
+      .then(
+        [=](std::string& bytes) {
+          auto& st = self->state;
+          if (!st.round || st.round->id != id)
+            return;
+          st.round->service_states[name] = std::move(bytes);
+          if (--st.round->services_left == 0)
+            write_round(self);
+        },
+        [=](caf::error& err) {
+          auto& st = self->state;
+          if (st.round && st.round->id == id)
+            abandon_round(self, name + " gave no snapshot: "
+                                  + self->system().render(err));
+        });
+  }
+}
+
+// Starts checkpoint round: every replica of the cut still running is asked
+// to cut its stream (final: none is, they all ended).
+void begin_round(coordinator_actor* self, bool final, bool stop_after) {
+  auto& st = self->state;
+  ckpt_round r;
+  r.id = st.next_ckpt_id++;
+  r.final = final;
+  r.stop_after = stop_after;
+  r.job.topology = st.ckpt->topology;
+  for (auto& rep : st.replicas) {
+    if (!rep.cut)
+      continue;
+    if (rep.done) {
+      r.job.ended[rep.label] = true;
+    } else if (rep.down) {
+      r.job.lost.insert(rep.label);
+    } else {
+      r.waiting.insert(rep.label);
+      self->send(rep.handle, checkpoint_atom::value, r.id);
+    }
+  }
+  // Trainers that ended keep their steps in the global step.
+  for (auto& [label, ended] : r.job.ended) {
+    auto steps = steps_of(st, label);
+    r.job.steps[label] = steps;
+    r.job.step += steps;
+    r.job.clock = std::max(r.job.clock, steps);
+  }
+  spdlog::debug("checkpoint {}: cutting the stream ({} replicas)", r.id,
+                r.waiting.size());
+  st.round = std::move(r);
+  if (!final)
+    self->delayed_send(self, st.ckpt->timeout, ckpt_timeout_atom::value,
+                       st.round->id);
+  check_round(self);
+}
+
+// A replica answered checkpoint `id`.
+void on_cut(coordinator_actor* self, uint64_t id, const std::string& label,
+            std::string& state, uint64_t step, bool ended) {
+  auto& st = self->state;
+  if (!st.round || st.round->id != id || !st.round->waiting.erase(label))
+    return;
+  auto& r = *st.round;
+  r.job.ended[label] = ended;
+  if (ended)
+    step = steps_of(st, label);
+  r.job.steps[label] = step;
+  r.job.step += step;
+  r.job.clock = std::max(r.job.clock, step);
+  if (!ended) {
+    r.states[label] = std::move(state);
+    for (auto& rep : st.replicas)
+      if (rep.label == label)
+        r.paused.push_back(rep.handle);
+  }
+  check_round(self);
+}
+
+// A replica of the round ended (done) or went down before answering.
+void round_lost(coordinator_actor* self, replica_entry& rep) {
+  auto& st = self->state;
+  if (!st.round || !st.round->waiting.erase(rep.label))
+    return;
+  auto& job = st.round->job;
+  if (rep.done) {
+    auto steps = steps_of(st, rep.label);
+    job.ended[rep.label] = true;
+    job.steps[rep.label] = steps;
+    job.step += steps;
+    job.clock = std::max(job.clock, steps);
+  } else {
+    job.lost.insert(rep.label);
+  }
+  check_round(self);
+}
+
+// Periodic checkpoints, by steps and by time; and the final one once every
+// replica of the cut ended.
+void maybe_checkpoint(coordinator_actor* self, bool timer) {
+  auto& st = self->state;
+  if (!checkpoints_on(st) || st.round || st.final_taken || st.stopped)
+    return;
+  bool all_ended = true;
+  for (auto& r : st.replicas)
+    if (r.cut && !r.done && !r.down)
+      all_ended = false;
+  if (all_ended) {
+    st.final_taken = true;
+    if (st.ckpt->at_end)
+      begin_round(self, true, false);
+    return;
+  }
+  auto& c = *st.ckpt;
+  if (timer
+      || (c.every_steps > 0 && global_step(st) >= st.last_ckpt_step
+                                                    + c.every_steps))
+    begin_round(self, false, false);
 }
 
 void maybe_complete(coordinator_actor* self) {
   auto& st = self->state;
-  if (!st.started)
+  if (!st.started || st.round)
     return;
   for (auto& r : st.replicas)
     if (!r.down)
@@ -173,14 +524,23 @@ void maybe_complete(coordinator_actor* self) {
   result.error = st.error;
   result.tolerated_failures = st.tolerated;
   result.final = progress_of(st);
+  result.checkpoints = st.checkpoints;
+  result.last_checkpoint = st.last_checkpoint;
+  if (st.ckpt) {
+    result.resumed_from = st.ckpt->resumed_from;
+    result.resumed_step = st.ckpt->resumed_step;
+  }
   st.result->deliver(std::move(result));
   self->quit();
 }
 
 caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
-                               std::shared_ptr<result_slot> result) {
+                               std::shared_ptr<result_slot> result,
+                               std::shared_ptr<ckpt_settings> ckpt) {
   self->state.opts = std::move(opts);
   self->state.result = result;
+  self->state.ckpt = ckpt;
+  self->state.last_ckpt_step = ckpt->resumed_step;
   self->attach_functor([result](const caf::error& reason) {
     // Only reached with a result still missing if the coordinator was
     // killed: waiters must not hang.
@@ -194,7 +554,8 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
     for (auto& r : st.replicas)
       if (!r.down && r.handle.address() == dm.source) {
         r.down = true;
-        if (!r.done && st.error.empty()) {
+        round_lost(self, r);
+        if (!r.done && st.error.empty() && !st.halting) {
           auto reason = dm.reason ? caf::to_string(dm.reason)
                                   : std::string{"exited before its end of "
                                                 "stream"};
@@ -203,7 +564,7 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
         }
       }
     for (auto& [label, handle] : st.services)
-      if (handle.address() == dm.source && st.error.empty()) {
+      if (handle.address() == dm.source && st.error.empty() && !st.halting) {
         bool ending = std::all_of(st.replicas.begin(), st.replicas.end(),
                                   [](auto& r) { return r.down; });
         if (!ending)
@@ -211,6 +572,7 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
                                + (dm.reason ? caf::to_string(dm.reason)
                                             : std::string{"exited"}));
       }
+    maybe_checkpoint(self, false);
     maybe_complete(self);
   });
   return {
@@ -230,6 +592,7 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
         r.stage = l.stages[i];
         r.may_fail = std::find(l.may_fail.begin(), l.may_fail.end(), r.stage)
                      != l.may_fail.end();
+        r.cut = st.ckpt->replayed.count(r.stage) == 0;
         st.replicas.push_back(std::move(r));
         self->monitor(l.handles[i]);
       }
@@ -242,20 +605,56 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
       if (st.opts.on_progress)
         self->delayed_send(self, st.opts.progress_interval,
                            progress_atom::value);
+      if (st.ckpt->store && st.ckpt->every_s > 0)
+        self->delayed_send(
+          self,
+          std::chrono::milliseconds{
+            static_cast<int64_t>(st.ckpt->every_s * 1000)},
+          ckpt_tick_atom::value);
     },
     [=](stats_atom, stage_stats& s) {
       auto label = s.stage;
       self->state.stats[label] = std::move(s);
+      maybe_checkpoint(self, false);
     },
     [=](done_atom, stage_stats& s) {
       auto& st = self->state;
-      for (auto& r : st.replicas)
-        if (r.label == s.stage)
-          r.done = true;
       auto label = s.stage;
       st.stats[label] = std::move(s);
+      for (auto& r : st.replicas)
+        if (r.label == label) {
+          r.done = true;
+          round_lost(self, r);
+        }
+      maybe_checkpoint(self, false);
+    },
+    [=](checkpoint_atom, uint64_t id, std::string& label, std::string& state,
+        uint64_t step, bool ended) {
+      on_cut(self, id, label, state, step, ended);
+    },
+    [=](ckpt_tick_atom) {
+      auto& st = self->state;
+      maybe_checkpoint(self, true);
+      self->delayed_send(self,
+                         std::chrono::milliseconds{static_cast<int64_t>(
+                           st.ckpt->every_s * 1000)},
+                         ckpt_tick_atom::value);
+    },
+    [=](ckpt_timeout_atom, uint64_t id) {
+      auto& st = self->state;
+      if (!st.round || st.round->id != id)
+        return;
+      std::string who;
+      for (auto& label : st.round->waiting)
+        who += (who.empty() ? "" : ", ") + label;
+      abandon_round(self, "no cut after "
+                            + std::to_string(st.ckpt->timeout.count())
+                            + " ms (waiting for "
+                            + (who.empty() ? "the services" : who) + ")");
     },
     [=](const stream_error& err) {
+      if (self->state.halting)
+        return;
       for (auto& r : self->state.replicas)
         if (r.label == err.stage && !err.bad_input
             && tolerate(self, r, err.cause))
@@ -264,6 +663,15 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
     },
     [=](stop_atom) {
       auto& st = self->state;
+      if (checkpoints_on(st) && !st.final_taken && !st.stopped) {
+        // Take a checkpoint and end at its cut.
+        st.stopped = true;
+        if (st.round)
+          st.round->stop_after = true;
+        else
+          begin_round(self, false, true);
+        return;
+      }
       st.stopped = true;
       // Every replica: sources stop reading, stages that produce after
       // their input ended (cache replays) stop too.
@@ -299,7 +707,90 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
   if (opts.progress_interval < interval)
     opts.progress_interval = interval;
   auto connect_timeout = opts.connect_timeout;
-  result.coordinator_ = sys.spawn(coordinator_main, std::move(opts), slot);
+
+  // Checkpoints: the settings, and the checkpoint to resume from.
+  auto ckpt = std::make_shared<ckpt_settings>();
+  ckpt->topology = spec.name();
+  ckpt->timeout = opts.checkpoint_timeout;
+  std::optional<checkpoint> resume_from;
+  job_part resumed;
+  std::map<std::string, const std::string*> resume_parts;
+  std::string resume_where;
+  if (spec.has_checkpoint()) {
+    auto& c = spec.checkpoint();
+    ckpt->store = std::make_unique<checkpoint_store>(
+      c.dir(), c.has_keep() ? static_cast<size_t>(c.keep()) : 3);
+    ckpt->every_steps = static_cast<uint64_t>(c.every_steps());
+    ckpt->every_s = c.every_seconds();
+    ckpt->at_end = !c.has_at_end() || c.at_end();
+    auto replayed = replayed_stages(spec, reg);
+    for (int i = 0; i < spec.stage_size(); ++i)
+      if (replayed[static_cast<size_t>(i)])
+        ckpt->replayed.insert(spec.stage(i).name());
+    if (opts.resume) {
+      resume_from = ckpt->store->latest();
+      if (!resume_from) {
+        spdlog::info("--resume: no complete checkpoint in {} yet; starting "
+                     "from the beginning",
+                     c.dir());
+      } else {
+        resume_where = ckpt->store->path_of(resume_from->step);
+        for (auto& p : resume_from->parts)
+          resume_parts[p.name] = &p.bytes;
+        if (!resume_parts.count("job"))
+          throw std::runtime_error(resume_where + ": no job part");
+        resumed = parse_job_part(*resume_parts["job"], resume_where);
+        std::set<std::string> cut_labels;
+        for (int i = 0; i < spec.stage_size(); ++i) {
+          auto& s = spec.stage(i);
+          if (ckpt->replayed.count(s.name()))
+            continue;
+          for (int r = 0; r < replicas_of(s); ++r)
+            cut_labels.insert(s.name() + "[" + std::to_string(r) + "]");
+        }
+        auto known = [&](const std::string& label) {
+          if (!cut_labels.count(label))
+            throw std::runtime_error(
+              resume_where + " holds stage replica '" + label
+              + "', which this topology does not have (or replays): a job "
+                "resumes with the stages and replica counts it was "
+                "checkpointed with");
+        };
+        for (auto& [label, ended] : resumed.ended) {
+          known(label);
+          if (!ended && !resume_parts.count(label))
+            throw std::runtime_error(resume_where + ": the part of '" + label
+                                     + "' is missing");
+        }
+        for (auto& label : resumed.lost)
+          known(label);
+        for (auto& label : cut_labels) {
+          if (resumed.lost.count(label))
+            spdlog::warn("{} was lost before the checkpoint was taken; it "
+                         "starts afresh",
+                         label);
+          else if (!resumed.ended.count(label))
+            throw std::runtime_error(
+              resume_where + " does not know stage replica '" + label
+              + "': a job resumes with the stages and replica counts it was "
+                "checkpointed with");
+        }
+        for (auto& [label, ended] : resumed.ended)
+          if (ended)
+            ckpt->resumed_steps[label] = resumed.steps[label];
+        ckpt->resumed_from = resume_where;
+        ckpt->resumed_step = resumed.step;
+        spdlog::info("resuming from {} (step {})", resume_where,
+                     resumed.step);
+      }
+    }
+  } else if (opts.resume) {
+    throw std::runtime_error("--resume needs checkpoints: the topology has "
+                             "no checkpoint { dir: ... } section");
+  }
+
+  result.coordinator_ =
+    sys.spawn(coordinator_main, std::move(opts), slot, ckpt);
 
   std::vector<std::vector<caf::actor>> replicas(spec.stage_size());
   std::vector<caf::actor> handles;
@@ -426,6 +917,23 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
         }
         actors.push_back(a);
         service_handles.push_back(a);
+        if (resume_from) {
+          auto it = resume_parts.find(label);
+          if (it == resume_parts.end()) {
+            caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+            throw std::runtime_error(resume_where + " has no part for "
+                                     + label);
+          }
+          std::string failure;
+          self
+            ->request(a, std::chrono::seconds{60}, ps_restore_atom::value,
+                      *it->second)
+            .receive([](uint64_t) {},
+                     [&](caf::error& err) { failure = sys.render(err); });
+          if (!failure.empty())
+            throw std::runtime_error("cannot restore from " + resume_where
+                                     + ": " + failure);
+        }
         service_labels.push_back(label);
         service_of.push_back(service.name);
       }
@@ -491,8 +999,21 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
     }
   }
   for (int i = 0; i < spec.stage_size(); ++i)
-    for (size_t r = 0; r < replicas[i].size(); ++r)
+    for (size_t r = 0; r < replicas[i].size(); ++r) {
+      // A resumed job: each replica of the cut gets its state first (the
+      // same sender, so it arrives before the wiring).
+      if (resume_from && !ckpt->replayed.count(spec.stage(i).name())) {
+        auto label = spec.stage(i).name() + "[" + std::to_string(r) + "]";
+        auto it = resumed.ended.find(label);
+        bool ended = it != resumed.ended.end() && it->second;
+        std::string state;
+        if (it != resumed.ended.end() && !ended)
+          state = *resume_parts[label];
+        caf::anon_send(replicas[i][r], restore_atom::value, std::move(state),
+                       ended, resumed.clock);
+      }
       caf::anon_send(replicas[i][r], wire_atom::value, per_replica[i][r]);
+    }
   return result;
 }
 

@@ -42,6 +42,12 @@ struct run_result {
   /// it, such as trainers): "label: cause" each.
   std::vector<std::string> tolerated_failures;
   job_progress final;
+  /// The checkpoint the job resumed from ("" if none) and its step.
+  std::string resumed_from;
+  uint64_t resumed_step = 0;
+  /// Checkpoints written during the run, and the newest one's directory.
+  uint64_t checkpoints = 0;
+  std::string last_checkpoint;
 };
 
 struct job_options {
@@ -52,20 +58,30 @@ struct job_options {
   /// before the start fails: a peer that accepts and then says nothing
   /// (such as a TLS node and a coordinator without TLS) must not hang it.
   std::chrono::milliseconds connect_timeout{10000};
+  /// Continue from the newest complete checkpoint in the topology's
+  /// checkpoint.dir (docs/checkpoints.md); none there yet: start from the
+  /// beginning (logged).
+  bool resume = false;
+  /// Give up on a checkpoint whose cut is not complete after this long
+  /// (the stages then go on; the job does not fail).
+  std::chrono::milliseconds checkpoint_timeout{120000};
 };
 
 class job {
 public:
   /// Spawns and wires the graph. Throws std::runtime_error naming the stage
   /// when a stage's factory fails, or naming the host when a node cannot be
-  /// connected to. Nodes are connected to through CAF's OpenSSL module when
+  /// connected to, or naming the checkpoint when `opts.resume` finds one
+  /// that does not fit the topology. Nodes are connected to through CAF's OpenSSL module when
   /// `sys` has loaded it (enable_network with tls_options), else through
   /// the plain middleman.
   static job start(caf::actor_system& sys, const loaded_topology& topo,
                    const registry& reg, job_options opts = {});
 
   /// Ends the sources early; everything in flight drains, then the job ends
-  /// with result.stopped set.
+  /// with result.stopped set. With checkpoints, a checkpoint is taken
+  /// first and the job ends at its cut (nothing is trained after it, so
+  /// --resume continues exactly there).
   void stop() const;
   /// Kills every stage at once; the job ends with `reason` as its error.
   void abort(const std::string& reason) const;

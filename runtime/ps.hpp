@@ -9,6 +9,9 @@
 //   worker -> shard  (ps_pull_atom, ps_pull)     -> ps_params
 //       answered once the staleness bound allows (see below).
 //   worker -> shard  (ps_push_atom, ps_push)     -> ps_push_ack
+//   worker -> shard  (ps_pause_atom, worker)     -> (version)
+//       the worker is at a checkpoint cut: out of the clocks (a clock it
+//       holds up completes) until it registers again, but not done.
 //   worker -> shard  (ps_done_atom, worker)      -> (version)
 //   anyone -> shard  (ps_wait_atom, steps)       -> ps_progress
 //       answered once `steps` pushes were applied or every worker is done.
@@ -82,6 +85,7 @@ using ps_register_atom = caf::atom_constant<caf::atom("ps_reg")>;
 using ps_pull_atom = caf::atom_constant<caf::atom("ps_pull")>;
 using ps_push_atom = caf::atom_constant<caf::atom("ps_push")>;
 using ps_done_atom = caf::atom_constant<caf::atom("ps_done")>;
+using ps_pause_atom = caf::atom_constant<caf::atom("ps_pause")>;
 using ps_wait_atom = caf::atom_constant<caf::atom("ps_wait")>;
 using ps_stats_atom = caf::atom_constant<caf::atom("ps_stats")>;
 using ps_snapshot_atom = caf::atom_constant<caf::atom("ps_snap")>;

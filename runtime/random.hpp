@@ -35,6 +35,9 @@ public:
   }
   /// Uniform integer in [0, n); n > 0.
   uint64_t below(uint64_t n) noexcept { return next() % n; }
+  /// The generator's whole state: record_rng{state()} continues the same
+  /// sequence (checkpoints).
+  uint64_t state() const noexcept { return state_; }
 
 private:
   uint64_t state_;

@@ -66,4 +66,31 @@ void registry::add_topology_check(topology_check check) {
   checks_.push_back(std::move(check));
 }
 
+std::vector<bool> replayed_stages(const topology::Topology& spec,
+                                  const registry& reg) {
+  auto n = spec.stage_size();
+  std::vector<bool> replayed(static_cast<size_t>(n), false);
+  for (int i = 0; i < n; ++i) {
+    auto* type = reg.find(spec.stage(i).type());
+    replayed[static_cast<size_t>(i)] = type != nullptr && type->replay_on_resume;
+  }
+  // Upstream of a replayed stage is replayed: follow inputs until nothing
+  // changes (topologies are small; n passes at most).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int i = 0; i < n; ++i) {
+      if (!replayed[static_cast<size_t>(i)])
+        continue;
+      for (auto& in : spec.stage(i).input())
+        for (int j = 0; j < n; ++j)
+          if (spec.stage(j).name() == in.stage()
+              && !replayed[static_cast<size_t>(j)]) {
+            replayed[static_cast<size_t>(j)] = true;
+            changed = true;
+          }
+    }
+  }
+  return replayed;
+}
+
 } // namespace af

@@ -38,6 +38,16 @@ struct stage_type {
   /// replica of the stage runs or ended normally (trainers: the others keep
   /// training). The job fails when every replica failed.
   bool replicas_may_fail = false;
+  /// Checkpoints (docs/checkpoints.md). A replica's state is taken at the
+  /// cut through stage_logic::snapshot() unless `replay_on_resume` is set:
+  /// then the stage and every stage upstream of it are left out of the cut
+  /// and start over on resume (the evaluator reads its held-out split
+  /// again; it waits for the shards, not for its input, so it could not
+  /// take part in a cut anyway).
+  bool replay_on_resume = false;
+  /// Non-empty: a topology with checkpoints may not use this type outside
+  /// a replayed branch; the text says why (shown to the user).
+  std::string no_checkpoints;
   /// Checks a stage's configuration; returns an empty string when it is
   /// valid, else a message (without file or line: the loader adds them).
   std::function<std::string(const topology::Stage&)> check;
@@ -77,6 +87,14 @@ struct topology_problem {
 /// trainer and evaluator stages).
 using topology_check =
   std::function<std::vector<topology_problem>(const topology::Topology&)>;
+
+class registry;
+
+/// Per stage of `spec` (topology order): whether it is replayed on resume
+/// rather than cut (stage_type::replay_on_resume, and every stage upstream
+/// of such a stage). Unknown types count as cut.
+std::vector<bool> replayed_stages(const topology::Topology& spec,
+                                  const registry& reg);
 
 class registry {
 public:

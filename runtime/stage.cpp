@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/credit.hpp"
+#include "runtime/state_io.hpp"
 #include "runtime/stage_stats.hpp"
 #include "runtime/stream.hpp"
 
@@ -47,6 +48,13 @@ void stage_logic::restore(const std::string& state) {
     throw std::invalid_argument("this stage keeps no position to restore");
 }
 
+uint64_t stage_logic::quiesce() {
+  return 0;
+}
+
+void stage_logic::resume(uint64_t) {
+}
+
 void stage_logic::metrics(std::vector<metric>&) const {
 }
 
@@ -73,16 +81,16 @@ using clock_type = std::chrono::steady_clock;
 constexpr int produce_burst = 32;
 
 struct input_event {
-  enum kind_type { item, epoch_end, stream_end } kind;
+  enum kind_type { item, epoch_end, stream_end, barrier } kind;
   size_t edge;
   batch value;
   uint64_t epoch = 0;
 };
 
 struct output_event {
-  enum kind_type { item, epoch_end, stream_end } kind;
+  enum kind_type { item, epoch_end, stream_end, barrier } kind;
   batch value;
-  uint64_t epoch = 0;
+  uint64_t epoch = 0; // the checkpoint id for a barrier
 };
 
 struct stage_state : emitter {
@@ -125,6 +133,20 @@ struct stage_state : emitter {
   std::map<uint64_t, input_event> waiting;
   std::vector<uint64_t> arrived, released;
   std::vector<std::deque<std::pair<uint64_t, input_event>>> held_markers;
+
+  // Checkpoints (runtime/stream.hpp). ckpt_pending: checkpoint ckpt_id was
+  // asked for or met on an input and is not complete yet; barrier_in: the
+  // inputs that delivered its barrier; paused: the cut is taken, nothing is
+  // produced until resume_atom.
+  bool ckpt_pending = false;
+  uint64_t ckpt_id = 0;
+  std::vector<bool> barrier_in;
+  bool paused = false;
+  // From restore_atom (a resumed job), applied when wired.
+  bool restoring = false;
+  std::string restore_state;
+  bool restore_ended = false;
+  uint64_t restore_step = 0;
 };
 
 using stage_actor = caf::stateful_actor<stage_state>;
@@ -212,6 +234,10 @@ void flush_outputs(stage_actor* self) {
       send_envelopes(self);
       for (auto& e : st.out.edges())
         self->send(e.peer, end_of_epoch_atom::value, ev.epoch);
+    } else if (ev.kind == output_event::barrier) {
+      send_envelopes(self);
+      for (auto& e : st.out.edges())
+        self->send(e.peer, barrier_atom::value, ev.epoch);
     } else {
       send_envelopes(self);
       for (auto& e : st.out.edges())
@@ -250,6 +276,11 @@ void handle_input(stage_actor* self) {
         st.end_epoch(epoch);
       }
       break;
+    case input_event::barrier:
+      st.barrier_in[ev.edge] = true;
+      st.ckpt_pending = true;
+      st.ckpt_id = ev.epoch;
+      break;
     case input_event::stream_end:
       edge.ended = true;
       // Inputs that are still running may now complete an epoch.
@@ -264,7 +295,60 @@ void handle_input(stage_actor* self) {
 // Sources produce from the start; other stages may go on producing after
 // their inputs ended (a cache replaying its epochs).
 bool producing(const stage_state& st) {
-  return (st.source || st.in.all_ended()) && !st.produce_done;
+  return (st.source || st.in.all_ended()) && !st.produce_done && !st.paused;
+}
+
+// The stage's checkpoint state: the runtime's epoch counters, then the
+// logic's snapshot().
+const std::string stage_state_tag = "stage/1";
+
+std::string save_stage(stage_state& st) {
+  std::vector<uint64_t> ended;
+  for (auto& e : st.in.edges())
+    ended.push_back(e.epochs_ended);
+  return save_state(stage_state_tag, st.in.epochs_forwarded(), ended,
+                    st.setup.logic->snapshot());
+}
+
+void restore_stage(stage_state& st, const std::string& bytes) {
+  uint64_t forwarded = 0;
+  std::vector<uint64_t> ended;
+  std::string logic;
+  load_state(bytes, stage_state_tag, forwarded, ended, logic);
+  if (ended.size() != st.in.edges().size())
+    throw std::invalid_argument(
+      "the checkpoint has " + std::to_string(ended.size())
+      + " inputs for this replica, the topology "
+      + std::to_string(st.in.edges().size()));
+  st.in.set_epochs_forwarded(forwarded);
+  for (size_t i = 0; i < ended.size(); ++i)
+    st.in.edges()[i].epochs_ended = ended[i];
+  st.setup.logic->restore(logic);
+}
+
+// Every input delivered the pending barrier or ended.
+bool cut_reached(const stage_state& st) {
+  auto& edges = const_cast<stage_state&>(st).in.edges();
+  for (size_t i = 0; i < edges.size(); ++i)
+    if (!edges[i].ended && !st.barrier_in[i])
+      return false;
+  return true;
+}
+
+// Completes the pending checkpoint (cut_reached, inputs processed).
+void take_cut(stage_actor* self) {
+  auto& st = self->state;
+  st.ckpt_pending = false;
+  auto step = st.setup.logic->quiesce();
+  auto state = save_stage(st);
+  if (st.setup.coordinator)
+    self->send(st.setup.coordinator, checkpoint_atom::value, st.ckpt_id,
+               st.label, std::move(state), step, false);
+  std::fill(st.barrier_in.begin(), st.barrier_in.end(), false);
+  if (!st.out.empty())
+    st.outputs.push_back(output_event{output_event::barrier, batch{},
+                                      st.ckpt_id});
+  st.paused = true;
 }
 
 bool source_has_credit(stage_state& st) {
@@ -316,6 +400,10 @@ void pump(stage_actor* self) {
         break;
       if (!st.inputs.empty()) {
         handle_input(self);
+        continue;
+      }
+      if (st.ckpt_pending && !st.finished && cut_reached(st)) {
+        take_cut(self);
         continue;
       }
       if (producing(st)) {
@@ -482,6 +570,40 @@ caf::behavior running(stage_actor* self) {
         self->state.out.credit(id, items, bytes);
       });
     },
+    [=](barrier_atom, uint64_t id) {
+      on_message(self, [&] {
+        auto& st = self->state;
+        if (auto* e = sender_edge(self)) {
+          size_t idx = static_cast<size_t>(e - st.in.edges().data());
+          arrive(st, input_event{input_event::barrier, idx, batch{}, id});
+        }
+      });
+    },
+    [=](checkpoint_atom, uint64_t id) {
+      on_message(self, [&] {
+        auto& st = self->state;
+        if (st.failed)
+          return;
+        if (st.finished) {
+          // Ended (or ending): nothing of the stream is left here.
+          if (st.setup.coordinator)
+            self->send(st.setup.coordinator, checkpoint_atom::value, id,
+                     st.label, std::string{}, uint64_t{0}, true);
+          return;
+        }
+        st.ckpt_pending = true;
+        st.ckpt_id = id;
+      });
+    },
+    [=](resume_atom, uint64_t, uint64_t step) {
+      on_message(self, [&] {
+        auto& st = self->state;
+        if (!st.paused)
+          return;
+        st.paused = false;
+        st.setup.logic->resume(step);
+      });
+    },
     [=](produce_atom) {
       on_message(self, [&] { self->state.produce_scheduled = false; });
     },
@@ -523,6 +645,12 @@ void on_down(stage_actor* self, caf::down_msg& dm) {
       return;
     }
     if (auto* e = st.in.find(id)) {
+      if (!e->eos_received && st.paused && !st.ckpt_pending) {
+        // Stopped at a checkpoint's cut: the job ends here on purpose and
+        // nothing that was in flight is lost (it is in the checkpoint).
+        self->quit(dm.reason);
+        return;
+      }
       if (!e->eos_received) {
         auto reason =
           dm.reason ? caf::to_string(dm.reason) : std::string{"exited"};
@@ -537,7 +665,7 @@ void on_down(stage_actor* self, caf::down_msg& dm) {
       if (e.id == id) {
         auto name = e.stats.peer;
         auto lost = st.out.remove(id);
-        if (lost > 0 || dm.reason)
+        if ((lost > 0 || dm.reason) && !(st.paused && lost == 0))
           spdlog::warn("{}: consumer '{}' went down ({}); {} items in flight "
                        "to it were lost, its credit is returned",
                        st.label, name,
@@ -559,6 +687,13 @@ caf::behavior stage_main(stage_actor* self, stage_setup setup) {
   // faster peers) in the mailbox.
   self->set_default_handler(caf::skip);
   return {
+    [=](restore_atom, std::string& state, bool ended, uint64_t step) {
+      auto& st = self->state;
+      st.restoring = true;
+      st.restore_state = std::move(state);
+      st.restore_ended = ended;
+      st.restore_step = step;
+    },
     [=](wire_atom, const wiring& w) {
       auto& st = self->state;
       for (auto& u : w.upstreams) {
@@ -575,6 +710,7 @@ caf::behavior stage_main(stage_actor* self, stage_setup setup) {
       st.arrived.assign(w.upstreams.size(), 0);
       st.released.assign(w.upstreams.size(), 0);
       st.held_markers.resize(w.upstreams.size());
+      st.barrier_in.assign(w.upstreams.size(), false);
       st.stats.is_sink = w.downstreams.empty();
       if (st.setup.coordinator) {
         self->monitor(st.setup.coordinator);
@@ -583,6 +719,24 @@ caf::behavior stage_main(stage_actor* self, stage_setup setup) {
       self->set_default_handler(caf::print_and_drop);
       self->become(running(self));
       st.since = clock_type::now();
+      if (st.restoring) {
+        try {
+          if (st.restore_ended) {
+            // Ended before the cut: end again without producing (its
+            // inputs ended too and will say so).
+            st.produce_done = true;
+          } else {
+            if (!st.restore_state.empty())
+              restore_stage(st, st.restore_state);
+            st.setup.logic->resume(st.restore_step);
+          }
+        } catch (const std::exception& ex) {
+          fail(self, std::string{"cannot restore the checkpoint: "}
+                       + ex.what());
+          return;
+        }
+        st.restore_state.clear();
+      }
       pump(self);
     },
   };

@@ -110,6 +110,17 @@ public:
   /// Continues from a snapshot(); throws std::invalid_argument if `state`
   /// is not one of this stage's snapshots.
   virtual void restore(const std::string& state);
+  /// Checkpoints: the stream is cut here (every input delivered the
+  /// barrier and every item before it was processed). Finish the work of
+  /// the items received so far, so that snapshot() plus what was pushed
+  /// downstream or to the shards hold all of it (a trainer trains its
+  /// staged batch and pauses at the shards). Returns the stage's step
+  /// count (trainers), else 0. Default: nothing to do, 0.
+  virtual uint64_t quiesce();
+  /// After a checkpoint was written, or once restored at the start of a
+  /// resumed job: continue. `step` is the job's clock, the largest step
+  /// any stage returned from quiesce() at the cut. Default: nothing.
+  virtual void resume(uint64_t step);
   /// Adds the stage's own metrics (loss, accuracy...) to `out`; called on
   /// the replica's thread whenever it reports its stats.
   virtual void metrics(std::vector<metric>& out) const;

@@ -13,6 +13,25 @@
 //   stage -> coordinator   (stats_atom, af::stage_stats)      periodic
 //   stage -> coordinator   (done_atom, af::stage_stats)       before exiting
 //
+// Checkpoints (docs/checkpoints.md):
+//   coordinator -> stage   (checkpoint_atom, id)              cut the stream
+//   producer -> consumer   (barrier_atom, id)                 after the items
+//                                                             before the cut
+//   stage -> coordinator   (checkpoint_atom, id, label, state, step, ended)
+//   coordinator -> stage   (resume_atom, id, step)            go on
+//   job -> stage           (restore_atom, state, ended, step) before wire_atom
+//
+// A stage that was asked for checkpoint `id`, or met barrier `id` on an
+// input, completes it once every input edge delivered that barrier or its
+// end of stream and every item queued before is processed: it finishes the
+// work of those items (stage_logic::quiesce), sends its state to the
+// coordinator, queues the barrier behind its outputs and then pauses (no
+// produce() calls) until resume_atom. Sources complete it at once. So the
+// states the coordinator collects are one consistent cut: every record
+// read before it is in exactly one stage's state or already trained on,
+// and nothing read after it is anywhere. A stage that has already ended
+// answers at once with `ended` set.
+//
 // Items that are ready at the same moment for the same consumer travel in
 // one message (one CAF message costs about as much as a whole pass-through
 // stage's work on an item); credit still counts items, not messages. A
@@ -52,6 +71,10 @@ using done_atom = caf::atom_constant<caf::atom("af_done")>;
 /// service may not see the replica go down itself: across hosts, two nodes
 /// may only be connected through the coordinator's.
 using replica_lost_atom = caf::atom_constant<caf::atom("af_lost")>;
+using checkpoint_atom = caf::atom_constant<caf::atom("af_ckpt")>;
+using barrier_atom = caf::atom_constant<caf::atom("af_barr")>;
+using resume_atom = caf::atom_constant<caf::atom("af_resume")>;
+using restore_atom = caf::atom_constant<caf::atom("af_restor")>;
 
 /// A failure report. `stage` is the stage replica where it began ("decode[1]")
 /// and stays unchanged while the report travels downstream.

@@ -87,6 +87,7 @@ public:
     result.order = check_cycles();
     check_runtime();
     check_hosts();
+    check_checkpoints();
     for (auto& check : reg_.topology_checks())
       for (auto& problem : check(spec_))
         error(path_line(problem.path), problem.message);
@@ -341,6 +342,44 @@ private:
         error(path_line("training.ps.hosts[" + std::to_string(j) + "]"),
               "training.ps is placed on host '" + ps.hosts(j)
                 + "', which no host { name: ... } defines");
+  }
+
+  void check_checkpoints() {
+    if (!spec_.has_checkpoint())
+      return;
+    auto& c = spec_.checkpoint();
+    auto line = [&](const char* field) {
+      return path_line(std::string{"checkpoint."} + field);
+    };
+    if (c.dir().empty())
+      error(path_line("checkpoint"),
+            "checkpoint.dir is required (the directory the checkpoints go "
+            "to)");
+    if (c.every_steps() < 0)
+      error(line("every_steps"), "checkpoint.every_steps must be >= 0");
+    if (c.has_every_seconds() && !(c.every_seconds() >= 0))
+      error(line("every_seconds"), "checkpoint.every_seconds must be >= 0");
+    if (c.has_keep() && c.keep() < 1)
+      error(line("keep"), "checkpoint.keep must be >= 1");
+    if (spec_.runtime().deterministic())
+      error(path_line("checkpoint"),
+            "checkpoints do not support runtime.deterministic yet (the "
+            "reorder buffers are not part of the cut)");
+    if (spec_.runtime().autotune())
+      error(path_line("checkpoint"),
+            "checkpoints do not support runtime.autotune (a resumed job "
+            "needs the replica counts it was checkpointed with; autotune "
+            "may choose others)");
+    auto replayed = replayed_stages(spec_, reg_);
+    for (int i = 0; i < spec_.stage_size(); ++i) {
+      auto* type = reg_.find(spec_.stage(i).type());
+      if (type != nullptr && !type->no_checkpoints.empty()
+          && !replayed[static_cast<size_t>(i)])
+        error(lines_[static_cast<size_t>(i)],
+              "stage '" + spec_.stage(i).name() + "' (" + type->name
+                + ") cannot be checkpointed: " + type->no_checkpoints
+                + " (remove the checkpoint section, or this stage)");
+    }
   }
 
   void check_deterministic() {

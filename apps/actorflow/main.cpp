@@ -67,6 +67,7 @@ struct run_args {
   std::string scheduler;
   int log_every_s = 5;
   bool no_progress = false;
+  bool resume = false;
   af::tls_options tls;
 };
 
@@ -219,6 +220,7 @@ int cmd_run(const run_args& args, const af::registry& reg) {
   // Stages report every 0.5 s; refreshing the line once a second shows
   // counts that are at most half a second old.
   jopts.progress_interval = std::chrono::seconds{1};
+  jopts.resume = args.resume;
   if (!args.no_progress)
     jopts.on_progress = [&display](const af::job_progress& p) {
       display.update(p);
@@ -245,8 +247,10 @@ int cmd_run(const run_args& args, const af::registry& reg) {
       signals_at_stop = n;
       stop_time = std::chrono::steady_clock::now();
       display.finish();
-      spdlog::warn("interrupted: draining the pipeline (press Ctrl-C again "
-                   "to abort)");
+      spdlog::warn("interrupted: {} (press Ctrl-C again to abort)",
+                   to_run.spec.has_checkpoint()
+                     ? "taking a checkpoint, then stopping"
+                     : "draining the pipeline");
       job->stop();
       continue;
     }
@@ -377,6 +381,10 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   run->add_flag("--no-progress", rargs.no_progress,
                 "Print no progress while running");
+  run->add_flag("--resume", rargs.resume,
+                "Continue from the newest complete checkpoint in the "
+                "topology's checkpoint.dir (start from the beginning when "
+                "there is none yet); see docs/checkpoints.md");
   add_tls_options(run, rargs.tls);
 
   std::string vpath;

@@ -79,6 +79,14 @@ void print_summary(std::FILE* out, const std::string& job_name,
   for (auto& f : r.tolerated_failures)
     std::fprintf(out, "  replica lost%s: %s\n", r.ok ? ", job went on" : "",
                  f.c_str());
+  if (!r.resumed_from.empty())
+    std::fprintf(out, "  resumed from %s (step %llu)\n",
+                 r.resumed_from.c_str(),
+                 static_cast<unsigned long long>(r.resumed_step));
+  if (r.checkpoints > 0)
+    std::fprintf(out, "  checkpoints written: %llu, the newest %s\n",
+                 static_cast<unsigned long long>(r.checkpoints),
+                 r.last_checkpoint.c_str());
 }
 
 } // namespace af::cli

@@ -790,6 +790,39 @@ TEST_CASE("the shard state machine counts expected workers until they "
   CHECK(ack.applied);
 }
 
+TEST_CASE("a worker paused at a checkpoint cut is out of the clocks but "
+          "not done, and rejoins with its clock",
+          "[ps][checkpoint]") {
+  ps_shard_state st{shard_config(0, 1, 0, "sgd", 2)};
+  st.register_worker(0);
+  st.register_worker(1);
+  ps_push_ack ack;
+  // tau = 0: worker 1's clock 1 waits for worker 0's.
+  REQUIRE(st.push(make_push(1, 1, 0, 1, {}), ack).empty());
+  CHECK(st.version() == 0);
+  // Worker 0 reached the cut with fewer batches: pausing it completes the
+  // clock, and the shard is not finished.
+  st.pause(0);
+  CHECK(st.version() == 1);
+  CHECK_FALSE(st.progress().finished);
+  std::optional<ps_params> answer;
+  REQUIRE(st.pull(1, make_pull(1, 1), answer).empty());
+  CHECK(answer); // not held back by the paused worker
+  // The pause survives a snapshot.
+  ps_shard_state copy{shard_config(0, 1, 0, "sgd", 2)};
+  copy.restore(st.snapshot());
+  CHECK_FALSE(copy.progress().finished);
+  REQUIRE(copy.push(make_push(1, 2, 1, 1, {}), ack).empty());
+  CHECK(copy.version() == 2); // worker 0 still out of the clocks
+  // Rejoining: worker 0 is back at its clock 0 and holds clock 3 up.
+  copy.register_worker(0);
+  REQUIRE(copy.push(make_push(1, 3, 2, 1, {}), ack).empty());
+  CHECK(copy.version() == 2);
+  REQUIRE(copy.push(make_push(0, 1, 2, 1, {}), ack).empty());
+  REQUIRE(copy.push(make_push(0, 3, 2, 1, {}), ack).empty());
+  CHECK(copy.version() == 4);
+}
+
 // --- snapshot and restore --------------------------------------------------
 
 namespace {

@@ -187,6 +187,43 @@ case $case_name in
     awk -v a="$auc" -v r="$ref" 'BEGIN { d = a - r; if (d < 0) d = -d; exit !(r > 0.8 && d <= 0.03) }' \
       || fail "AUC $auc is not within 0.03 of the planted model's $ref"
     ;;
+  train_resume)
+    # Checkpoints while training; the coordinator is killed (SIGKILL) once
+    # one is written, and `run --resume` finishes the job: every record is
+    # trained on exactly once in all (the trainers' samples, restored from
+    # the checkpoint and counted on, add up to epochs x records), and the
+    # model is as good as an uninterrupted run's.
+    sed -e 's/epochs: 5/epochs: 30/' \
+        -e 's/runtime { seed: 3 }/runtime { seed: 3 metrics_interval_s: 0.05 }/' \
+        "$data/train_ctr.pbtxt" >"$tmp/plain.pbtxt"
+    grep -q "metrics_interval_s: 0.05" "$tmp/plain.pbtxt" || fail "the topology template changed"
+    { cat "$tmp/plain.pbtxt"
+      echo "checkpoint { dir: \"$tmp/ckpt\" every_steps: 300 keep: 2 }"; } >"$tmp/ckpt.pbtxt"
+    auc_of() { sed -n "s/^  test (step [0-9]*): loss [0-9.]*, AUC \([0-9.]*\) .*/\1/p" "$1"; }
+    run_limited 120 run "$tmp/plain.pbtxt" --no-progress; expect_rc 0
+    expect_out "training: [0-9]\+ steps, 600000 samples"
+    plain_auc=$(auc_of "$tmp/out")
+    timeout -k 5 120 "$bin" run "$tmp/ckpt.pbtxt" --no-progress >"$tmp/out1" 2>"$tmp/err1" </dev/null &
+    job=$!
+    for _ in $(seq 3000); do
+      ls "$tmp"/ckpt/ckpt-*/MANIFEST >/dev/null 2>&1 && break
+      sleep 0.01
+    done
+    ls "$tmp"/ckpt/ckpt-*/MANIFEST >/dev/null 2>&1 || fail "no checkpoint was written"
+    pkill -KILL -P "$job" actorflow 2>/dev/null || true
+    kill -KILL "$job" 2>/dev/null
+    wait "$job" 2>/dev/null
+    grep -q "finished" "$tmp/out1" && fail "the job finished before it was killed: make it longer"
+    run_limited 120 run "$tmp/ckpt.pbtxt" --no-progress --resume; expect_rc 0
+    expect_err "resuming from $tmp/ckpt/ckpt-[0-9]\{20\} (step [0-9]\+)"
+    expect_out "resumed from $tmp/ckpt/ckpt-"
+    expect_out "training: [0-9]\+ steps, 600000 samples"
+    expect_out "checkpoints written: [0-9]\+"
+    resumed_auc=$(auc_of "$tmp/out")
+    awk -v a="$plain_auc" -v b="$resumed_auc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0.8 && d <= 0.01) }' \
+      || fail "AUC after resume $resumed_auc, uninterrupted $plain_auc: not within 0.01"
+    echo "uninterrupted AUC $plain_auc, killed and resumed $resumed_auc"
+    ;;
   train_progress)
     # Without a terminal, training progress comes as log lines: the CLI's
     # (every --log-every seconds) and each trainer's (every log_every_steps).

@@ -1,0 +1,310 @@
+// Checkpoints taken while a job runs and `resume`: the cut is consistent,
+// so across a stop or a crash every record of every epoch is consumed
+// exactly once (counted by a sink whose state is part of the checkpoint).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "actors/strided_source.hpp"
+#include "runtime/checkpoint.hpp"
+#include "runtime/state_io.hpp"
+#include "tests/support/harness.hpp"
+
+using namespace af;
+using namespace af::test;
+
+namespace {
+
+int64_t option(const topology::Stage& s, const std::string& key,
+               int64_t fallback) {
+  auto it = s.options().find(key);
+  return it == s.options().end() ? fallback : std::stoll(it->second);
+}
+
+// Records 0..records-1 of every epoch e as tensor "id" (i64) = e * 10^6 +
+// record, spread over the replicas like the built-in synthetic sources.
+// (The id holds the epoch because items of two epochs may mix downstream
+// while one reader replica is an epoch ahead of the other.)
+class id_source : public strided_source {
+public:
+  id_source(const stage_info& info, const topology::Stage& s)
+    : strided_source(info, option(s, "records", 1000), 10,
+                     option(s, "epochs", 3)) {}
+
+private:
+  void fill(int64_t first, int64_t stride, int64_t n, batch& b) override {
+    auto t = tensor::allocate(dtype::i64, {n});
+    auto* p = t.mutable_data_as<int64_t>();
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = static_cast<int64_t>(b.epoch) * 1000000 + first + i * stride;
+    b.set("id", std::move(t));
+  }
+};
+
+// What the recorders hold at the end of a job, by replica label.
+struct recorded {
+  std::mutex mtx;
+  std::map<std::string, std::vector<int64_t>> ids;
+};
+
+// A sink that keeps every id it consumes as its state: the state
+// is checkpointed and restored, so after a resume it holds what the whole
+// job consumed. Reports "step" = items consumed (checkpoint.every_steps).
+class id_recorder : public stage_logic {
+public:
+  id_recorder(const stage_info& info, std::shared_ptr<recorded> out,
+              int64_t sleep_us)
+    : label_(info.label()), out_(std::move(out)), sleep_us_(sleep_us) {}
+
+  void process(batch&& item, emitter&) override {
+    auto& t = item.at("id");
+    for (int64_t i = 0; i < t.elements(); ++i)
+      seen_.push_back(t.template data_as<int64_t>()[i]);
+    ++steps_;
+    if (sleep_us_ > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds{sleep_us_});
+  }
+
+  void finish(emitter&) override {
+    std::lock_guard<std::mutex> guard{out_->mtx};
+    out_->ids[label_] = seen_;
+  }
+
+  uint64_t quiesce() override { return steps_; }
+
+  std::string snapshot() const override {
+    return save_state("id_recorder/1", seen_, steps_);
+  }
+
+  void restore(const std::string& state) override {
+    load_state(state, "id_recorder/1", seen_, steps_);
+  }
+
+  void metrics(std::vector<metric>& out) const override {
+    out.push_back({"step", static_cast<double>(steps_)});
+  }
+
+private:
+  std::string label_;
+  std::shared_ptr<recorded> out_;
+  int64_t sleep_us_;
+  std::vector<int64_t> seen_;
+  uint64_t steps_ = 0;
+};
+
+struct resume_fixture : fixture {
+  std::shared_ptr<recorded> rec = std::make_shared<recorded>();
+  std::string dir;
+
+  resume_fixture() {
+    dir = (std::filesystem::temp_directory_path()
+           / ("af-resume-" + std::to_string(::getpid()) + "-"
+              + std::to_string(reinterpret_cast<uintptr_t>(this))))
+            .string();
+    std::filesystem::remove_all(dir);
+    stage_type src;
+    src.name = "id_source";
+    src.kind = stage_kind::source;
+    src.make = [](const stage_info& info, const topology::Stage& s) {
+      return std::make_shared<id_source>(info, s);
+    };
+    reg.add(src);
+    stage_type sink;
+    sink.name = "id_recorder";
+    sink.kind = stage_kind::sink;
+    sink.blocking = true;
+    auto out = rec;
+    sink.make = [out](const stage_info& info, const topology::Stage& s) {
+      return std::make_shared<id_recorder>(info, out,
+                                           option(s, "sleep_us", 0));
+    };
+    reg.add(sink);
+  }
+
+  ~resume_fixture() { std::filesystem::remove_all(dir); }
+
+  std::string topology(const std::string& checkpoint) const {
+    return R"(
+      runtime { metrics_interval_s: 0.05 }
+      stage { name: "read" type: "id_source" replicas: 2
+              options { key: "records" value: "2000" }
+              options { key: "epochs" value: "3" } }
+      stage { name: "shuffle" type: "shuffle" input { stage: "read" }
+              shuffle { buffer_size: 300 records_per_item: 16 } }
+      stage { name: "batch" type: "batcher" input { stage: "shuffle" }
+              batcher { batch_size: 32 } }
+      stage { name: "sink" type: "id_recorder" replicas: 2
+              input { stage: "batch" window: 2 }
+              options { key: "sleep_us" value: "10000" } }
+      checkpoint { dir: ")"
+           + dir + "\" " + checkpoint + " }";
+  }
+
+  job start(const std::string& text, bool resume) {
+    auto loaded = load_topology_text(text, "t", reg);
+    REQUIRE(loaded.ok());
+    job_options opts;
+    opts.resume = resume;
+    return job::start(sys, *loaded.topology, reg, opts);
+  }
+
+  // Every (epoch, id) the recorders hold, with how often.
+  std::map<int64_t, int> counts() {
+    std::map<int64_t, int> n;
+    std::lock_guard<std::mutex> guard{rec->mtx};
+    for (auto& [label, ids] : rec->ids)
+      for (auto id : ids)
+        ++n[id];
+    return n;
+  }
+
+  // Every record of the 3 epochs exactly once.
+  void check_exactly_once() {
+    auto n = counts();
+    int missing = 0, twice = 0;
+    for (int64_t e = 0; e < 3; ++e)
+      for (int64_t i = 0; i < 2000; ++i) {
+        auto it = n.find(e * 1000000 + i);
+        if (it == n.end())
+          ++missing;
+        else if (it->second > 1)
+          ++twice;
+      }
+    CHECK(missing == 0);
+    CHECK(twice == 0);
+    CHECK(n.size() == 6000);
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(resume_fixture,
+                 "a job stopped at a checkpoint resumes without losing or "
+                 "repeating a record",
+                 "[checkpoint]") {
+  auto text = topology("every_steps: 1000000");
+  {
+    auto j = start(text, false);
+    std::this_thread::sleep_for(std::chrono::milliseconds{400});
+    j.stop(); // takes a checkpoint and ends at its cut
+    auto r = j.wait_for(std::chrono::seconds{30});
+    REQUIRE(r);
+    REQUIRE(r->ok);
+    CHECK(r->stopped);
+    CHECK(r->checkpoints == 1);
+  }
+  checkpoint_store store{dir};
+  REQUIRE(store.steps().size() == 1);
+  // The first run stopped part-way (the whole job is ~188 steps).
+  CHECK(store.steps()[0] > 0);
+  CHECK(store.steps()[0] < 150);
+  auto j = start(text, true);
+  auto r = j.wait_for(std::chrono::seconds{60});
+  REQUIRE(r);
+  REQUIRE(r->ok);
+  CHECK(r->resumed_step == store.steps()[0]);
+  check_exactly_once();
+  // and the final checkpoint was taken at the end
+  CHECK(r->checkpoints == 1);
+  CHECK(store.steps().back() >= 180);
+  REQUIRE(all_actors_exit(sys));
+}
+
+TEST_CASE_METHOD(resume_fixture,
+                 "a job that dies after a periodic checkpoint resumes from "
+                 "it: records consumed after the cut are consumed again, "
+                 "once",
+                 "[checkpoint]") {
+  auto text = topology("every_steps: 15 at_end: false keep: 2");
+  {
+    auto j = start(text, false);
+    checkpoint_store store{dir};
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
+    while (store.steps().size() < 2
+           && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});
+    REQUIRE(store.steps().size() >= 2);
+    // A crash: everything is killed at once, whatever is in flight.
+    j.abort("simulated crash");
+    auto r = j.wait_for(std::chrono::seconds{30});
+    REQUIRE(r);
+    CHECK_FALSE(r->ok);
+    CHECK(r->checkpoints >= 2);
+  }
+  checkpoint_store store{dir};
+  auto steps = store.steps();
+  CHECK(steps.size() == 2); // keep: 2
+  rec->ids.clear();
+  auto j = start(text, true);
+  auto r = j.wait_for(std::chrono::seconds{60});
+  REQUIRE(r);
+  REQUIRE(r->ok);
+  CHECK(r->resumed_step == steps.back());
+  CHECK(r->resumed_step >= 30);
+  check_exactly_once();
+  REQUIRE(all_actors_exit(sys));
+}
+
+TEST_CASE_METHOD(resume_fixture,
+                 "resume refuses a checkpoint of another topology and "
+                 "starts afresh when there is none",
+                 "[checkpoint]") {
+  {
+    // No checkpoint yet: a plain run.
+    auto j = start(topology(""), true);
+    auto r = j.wait_for(std::chrono::seconds{60});
+    REQUIRE(r);
+    REQUIRE(r->ok);
+    CHECK(r->resumed_from.empty());
+    check_exactly_once();
+    CHECK(r->checkpoints == 1); // at the end
+  }
+  // Other replica counts: refused, naming the replica.
+  for (auto count : {"1", "3"}) {
+    auto other = topology("");
+    auto from = std::string{"type: \"id_recorder\" replicas: 2"};
+    auto at = other.find(from);
+    REQUIRE(at != std::string::npos);
+    other.replace(at, from.size(),
+                  std::string{"type: \"id_recorder\" replicas: "} + count);
+    auto loaded = load_topology_text(other, "t", reg);
+    REQUIRE(loaded.ok());
+    job_options opts;
+    opts.resume = true;
+    CHECK_THROWS_WITH(job::start(sys, *loaded.topology, reg, opts),
+                      Catch::Contains(count == std::string{"1"}
+                                        ? "'sink[1]', which this topology "
+                                          "does not have"
+                                        : "does not know stage replica "
+                                          "'sink[2]'"));
+  }
+  REQUIRE(all_actors_exit(sys));
+}
+
+TEST_CASE_METHOD(resume_fixture,
+                 "a topology with checkpoints refuses stages whose state is "
+                 "not checkpointed",
+                 "[checkpoint]") {
+  auto text = topology("") + R"(
+    stage { name: "cache" type: "cache" input { stage: "other" } }
+    stage { name: "other" type: "id_source" }
+    stage { name: "tail" type: "id_recorder" input { stage: "cache" } }
+  )";
+  auto loaded = load_topology_text(text, "t.pbtxt", reg);
+  REQUIRE_FALSE(loaded.ok());
+  std::string all;
+  for (auto& e : loaded.errors)
+    all += e.to_string() + "\n";
+  CHECK_THAT(all, Catch::Contains("stage 'cache' (cache) cannot be "
+                                  "checkpointed"));
+  auto bad = topology("keep: 0 every_steps: -1");
+  loaded = load_topology_text(bad, "t.pbtxt", reg);
+  REQUIRE_FALSE(loaded.ok());
+  all.clear();
+  for (auto& e : loaded.errors)
+    all += e.to_string() + "\n";
+  CHECK_THAT(all, Catch::Contains("checkpoint.keep must be >= 1"));
+  CHECK_THAT(all, Catch::Contains("checkpoint.every_steps must be >= 0"));
+}
