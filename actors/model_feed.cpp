@@ -215,6 +215,9 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
 
 // Requests to shards time out after this and are sent again (see await).
 constexpr auto patience = std::chrono::seconds{2};
+// How long a shard that keeps a request waiting may take to answer a stats
+// probe before it counts as lost (it answers between two updates).
+constexpr auto probe_patience = std::chrono::seconds{10};
 
 // One CAF message of many MiB crosses processes slowly (docs/benchmarks.md,
 // bench/ps_throughput): dense values travel in parts of about this size.
@@ -307,6 +310,21 @@ struct ps_client::impl {
     if (down[s])
       throw std::runtime_error("parameter server ps[" + std::to_string(s)
                                + "] went down");
+    // No down message does not mean alive: across hosts this process may
+    // reach the shard only through the coordinator's node, and CAF 0.17
+    // does not tell us when that node loses the shard's. A live shard
+    // answers a stats request at once, even while it holds our request
+    // back (a staleness bound).
+    std::string failure;
+    self->request(shards[s], probe_patience, ps_stats_atom::value)
+      .receive([](ps_shard_stats&) {},
+               [&](caf::error& err) { failure = caf::to_string(err); });
+    if (!failure.empty()) {
+      down[s] = true;
+      throw std::runtime_error("parameter server ps[" + std::to_string(s)
+                               + "] does not answer (" + failure
+                               + "): its node is lost or frozen");
+    }
   }
 
   // The acknowledgements of the outstanding push. Of a push in parts only
