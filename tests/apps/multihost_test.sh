@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Jobs spread over `actorflow node` processes on this machine: placement,
-# node reuse, unreachable and faulty peers, a node killed mid-job.
+# node reuse, unreachable and faulty peers, a node killed or frozen
+# (SIGSTOP) mid-job.
 # Usage: multihost_test.sh ACTORFLOW CASE
 #
 # Every node is started here on 127.0.0.1:0 (any free port) and its port is
 # read from its stdout; the topologies are templates (data/multi_*.pbtxt.in)
 # whose @P1@, @P2@, @P3@ are filled in with those ports. Each node runs
 # under timeout(1) as a watchdog, and the EXIT trap stops exactly the nodes
-# started here: SIGTERM, then SIGKILL after a grace period, then wait.
+# started here: SIGTERM, then SIGKILL after a grace period, then wait. A
+# node a case froze with SIGSTOP (its pid in `frozen`) gets SIGCONT first,
+# and a job still running in the background SIGTERM (timeout(1) passes it
+# on, and SIGKILL 5 s later).
 set -u
 bin=$1
 case_name=$2
@@ -17,7 +21,15 @@ tmp=$(mktemp -d)
 
 # shellcheck source=nodes.sh
 source "$here/nodes.sh"
-cleanup() { stop_nodes 5 >/dev/null; rm -rf "$tmp"; }
+frozen=
+job=  # a job run in the background (its timeout(1) wrapper), if any
+cleanup() {
+  [ -n "$frozen" ] && kill -CONT "$frozen" 2>/dev/null
+  [ -n "$job" ] && alive "$job" && kill -TERM "$job"
+  stop_nodes 5 >/dev/null
+  [ -n "$job" ] && wait "$job" 2>/dev/null
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 
 # topology TEMPLATE PORT...: data/TEMPLATE.pbtxt.in with @P1@, @P2@, ...
@@ -75,6 +87,95 @@ expect_clean_end() {
     ! grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$tmp/node-$n.err" \
       || fail "sanitizer report from node $n at exit"
   done
+}
+
+# Seconds since the `date +%s.%N` time $1, to 0.1 s.
+since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
+
+# start_job LIMIT FILE PATTERN: runs "$topo" in the background (job: its
+# pid) under a time limit of LIMIT s, and waits (30 s at most) until FILE
+# has a line with PATTERN that it did not have before. The job must still
+# be running then.
+start_job() {
+  local limit=$1 file=$2 pattern=$3 lines i
+  lines=$(wc -l <"$file")
+  timeout -k 5 "$limit" "$bin" run "$topo" --no-progress \
+    >"$tmp/out" 2>"$tmp/err" </dev/null &
+  job=$!
+  for ((i = 0; i < 300; ++i)); do
+    tail -n +$((lines + 1)) "$file" | grep -q -- "$pattern" && break
+    alive $job || break
+    sleep 0.1
+  done
+  alive $job || { wait $job; rc=$?; fail "the job ended (exit $rc) before the fault"; }
+  tail -n +$((lines + 1)) "$file" | grep -q -- "$pattern" \
+    || fail "$(basename "$file") has no '$pattern' within 30 s of the start"
+}
+
+# freeze NAME: SIGSTOP to node NAME; t_stop is when, ended_before how many
+# jobs it had ended by then.
+freeze() {
+  alive "${watcher[$1]}" || fail "node $1 is gone before it could be frozen"
+  t_stop=$(date +%s.%N)
+  ended_before=$(grep -c 'node: job ended' "$tmp/node-$1.err")
+  kill -STOP "${node_pid[$1]}"
+  frozen=${node_pid[$1]}
+  echo "froze node $1 (pid ${node_pid[$1]})"
+}
+
+# thaw NAME: SIGCONT to the frozen node NAME, which notices that its
+# coordinator dropped it and stops the job's actors it held.
+thaw() {
+  local i
+  kill -CONT "${node_pid[$1]}"
+  frozen=
+  for ((i = 0; i < 150; ++i)); do
+    [ "$(grep -c 'node: job ended' "$tmp/node-$1.err")" -gt "$ended_before" ] && return 0
+    sleep 0.1
+  done
+  fail "node $1 did not end the job within 15 s of SIGCONT"
+}
+
+# shard_frozen TRAINERS: the CTR job of data/multi_shard.pbtxt.in, where
+# w3 holds parameter-server shard ps[1] and nothing else; w3 is frozen
+# once training is under way and the job must fail within 30 s, naming
+# the shard. TRAINERS: "node" (both replicas on w2, as in the template)
+# or "local" (in the `actorflow run` process: the template's one
+# `hosts: ["w2"]` line removed).
+shard_frozen() {
+  local progress elapsed
+  start_node w1; start_node w2; start_node w3
+  topology multi_shard "${port[w1]}" "${port[w2]}" "${port[w3]}"
+  progress=$tmp/node-w2.err
+  if [ "$1" = local ]; then
+    sed -i '/^  hosts: \["w2"\]$/d' "$topo"
+    ! grep -q 'hosts: \["w2"\]' "$topo" || fail "the trainers are still placed on w2"
+    progress=$tmp/err
+  fi
+  # A hang shows as exit code 124 or 137 (no end within 40 s).
+  start_job 40 "$progress" 'train\[[01]\]: epoch [0-9]\+ step'
+  node_has w3 "node: started ps\[1\]"
+  node_lacks w3 "node: started \(clicks\|batch\|train\)\["
+  freeze w3
+  wait $job; rc=$?
+  elapsed=$(since "$t_stop")
+  echo "the job ended (exit $rc) $elapsed s after w3 was frozen"
+  [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] \
+    || fail "the job hung after w3 (shard ps[1]) was frozen: still running $elapsed s after the SIGSTOP, when timeout(1) ended it (exit $rc)"
+  expect_rc 1
+  expect_out "job 'multi-shard' failed after"
+  # "actorflow: ps[1] went down: exit_reason(remote_link_unreachable)", or
+  # a trainer's "stage train[0] failed: parameter server ps[1] went down"
+  # when that reaches the coordinator first.
+  expect_err "^actorflow: .*ps\[1\] went down"
+  grep '^actorflow: ' "$tmp/err"
+  awk -v t="$elapsed" 'BEGIN { exit !(t < 30) }' \
+    || fail "the job took $elapsed s after the SIGSTOP to fail (limit 30 s)"
+  thaw w3
+  wait_log w1 "node: job ended" 15
+  [ "$1" = local ] || wait_log w2 "node: job ended" 15
+  expect_clean_end w3
+  echo "node w3, thawed, exited with ${node_rc[w3]} on SIGTERM"
 }
 
 # The CTR job of data/multi_placement.pbtxt.in on nodes w1 and w2.
@@ -233,6 +334,60 @@ EOF
     wait_log w1 "node: job ended" 15
     wait_log w2 "node: job ended" 15
     expect_clean_end w3
+    ;;
+  trainer_node_frozen)
+    # As trainer_node_killed, but w3 is frozen (SIGSTOP): its process and
+    # sockets stay, only the heartbeats stop, and the coordinator drops it
+    # after the 3 s connection timeout.
+    start_node w1; start_node w2; start_node w3
+    topology multi_killed "${port[w1]}" "${port[w2]}" "${port[w3]}"
+    run_limited 60 run "$topo" --no-progress
+    expect_rc 0
+    expect_out "job 'multi-killed' finished"
+    ! grep -q 'replica lost' "$tmp/out" || fail "a replica was lost without a fault"
+    read_auc
+    expect_auc_near_planted
+    clean_auc=$auc
+    for n in w1 w2 w3; do wait_log $n "node: job ended" 15; done
+    # Again, and w3 (trainer replica 1) is frozen once it has trained.
+    start_job 60 "$tmp/node-w3.err" 'train\[1\]: epoch [0-9]\+ step'
+    freeze w3
+    lost='train\[1\] failed (exit_reason(remote_link_unreachable)); the job goes on without it'
+    noticed=
+    for ((i = 0; i < 300; ++i)); do
+      grep -q -- "$lost" "$tmp/err" && { noticed=$(since "$t_stop"); break; }
+      alive $job || break
+      sleep 0.1
+    done
+    wait $job; rc=$?
+    echo "the job ended (exit $rc) $(since "$t_stop") s after w3 was frozen"
+    [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] \
+      || fail "the job hung after node w3 was frozen (no end within 60 s; a fault-free run takes a few)"
+    expect_rc 0
+    [ -n "$noticed" ] || fail "stderr lacks '$lost'"
+    echo "the loss of train[1] was logged $noticed s after the SIGSTOP"
+    awk -v t="$noticed" 'BEGIN { exit !(t < 10) }' \
+      || fail "the frozen node's trainer was noticed lost after $noticed s (limit 10 s)"
+    expect_out "job 'multi-killed' finished"
+    expect_out "^  replica lost, job went on: train\[1\]: exit_reason(remote_link_unreachable)$"
+    [ "$(grep -c 'replica lost' "$tmp/out")" -eq 1 ] || fail "expected one lost replica"
+    read_auc
+    expect_auc_near_planted
+    awk -v a="$auc" -v b="$clean_auc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01) }' \
+      || fail "AUC $auc with w3 frozen, $clean_auc without a fault: more than 0.01 apart"
+    echo "AUC without a fault $clean_auc, with w3 frozen $auc, planted $ref"
+    alive "${watcher[w1]}" && alive "${watcher[w2]}" || fail "a surviving node is gone"
+    wait_log w1 "node: job ended" 15
+    wait_log w2 "node: job ended" 15
+    thaw w3
+    expect_clean_end w3
+    echo "node w3, thawed, exited with ${node_rc[w3]} on SIGTERM"
+    ;;
+  shard_node_frozen)
+    shard_frozen node
+    ;;
+  shard_node_frozen_local_trainers)
+    shard_frozen local
     ;;
   bind_loopback)
     start_node w1 0

@@ -75,7 +75,7 @@ start_node() {
   watcher[$name]=$!
   nodes+=("$name")
   for ((i = 0; i < 300; ++i)); do
-    line=$(grep -m1 '^actorflow node listening on ' "$tmp/node-$name.out")
+    line=$(grep -m1 '^actorflow node listening on ' "$tmp/node-$name.out" 2>/dev/null)
     [ -n "$line" ] && break
     alive "${watcher[$name]}" || fail "node $name exited before listening"
     sleep 0.1

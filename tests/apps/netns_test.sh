@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# A job over nodes in their own network namespaces, whose links the test
+# cuts mid-job (root only; prints SKIP otherwise).
+# Usage: netns_test.sh ACTORFLOW CASE
+#
+# Case link_cut: two namespaces afns-PID-w2 and afns-PID-w3, each joined to
+# the root namespace by a veth pair (10.213.N.1/24 outside, 10.213.N.2/24
+# inside, N picked from this script's pid and checked to be unused), each
+# with an `actorflow node --listen 10.213.N.2:0` inside; node w1 runs in
+# the root namespace on 127.0.0.1, and `actorflow run` too. The topology is
+# data/multi_killed.pbtxt.in with w2's and w3's addresses replaced by the
+# namespaces': the source, the batcher and both shards on w1, trainer
+# replica 0 on w2, replica 1 on w3. After a fault-free run, w3's link is
+# cut (its root-side veth set down) once train[1] has trained: the process
+# lives on, its packets go nowhere, and both ends drop the connection after
+# the middleman's 3 s heartbeat timeout. The job must finish with train[0]
+# and report train[1] lost.
+#
+# The EXIT trap removes everything made here, also after a failure or a
+# SIGTERM/SIGINT/SIGHUP: the job if it still runs (SIGTERM to its
+# timeout(1), which passes it on), the nodes started (exactly their pids:
+# SIGTERM, SIGKILL after a grace period, wait; before their namespaces
+# go), then the veth pairs, then the namespaces; and checks that none of
+# them is left. (A SIGKILL of this script leaves them: afns-PID-*, afvPID*.)
+set -u
+bin=$1
+case_name=$2
+here=$(cd "$(dirname "$0")" && pwd)
+data=$here/data
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIP: network namespaces need root"
+  exit 0
+fi
+if ! command -v ip >/dev/null; then
+  echo "SKIP: no ip(8) (iproute2)"
+  exit 0
+fi
+probe=afns-$$-probe
+if ! ip netns add "$probe" 2>/dev/null; then
+  echo "SKIP: 'ip netns add' fails here (no CAP_SYS_ADMIN?)"
+  exit 0
+fi
+ip netns del "$probe"
+
+tmp=$(mktemp -d)
+# shellcheck source=nodes.sh
+source "$here/nodes.sh"
+
+made_ns=()     # namespaces made here
+made_links=()  # root-side veths made here (deleting one deletes its pair)
+job=           # the job run in the background (its timeout(1) wrapper)
+cleanup() {
+  local ns link left=
+  trap - EXIT INT TERM HUP
+  [ -n "$job" ] && alive "$job" && kill -TERM "$job"
+  stop_nodes 5 >/dev/null
+  [ -n "$job" ] && wait "$job" 2>/dev/null
+  for link in "${made_links[@]}"; do ip link del "$link" 2>/dev/null; done
+  for ns in "${made_ns[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  for link in "${made_links[@]}"; do
+    ip link show "$link" >/dev/null 2>&1 && left+=" link $link"
+  done
+  for ns in "${made_ns[@]}"; do
+    ip netns list | grep -q "^$ns\( \|$\)" && left+=" netns $ns"
+  done
+  rm -rf "$tmp"
+  [ -z "$left" ] || { echo "FAIL: left behind:$left"; exit 1; }
+}
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+trap 'exit 129' HUP
+
+# Two unused /24s in 10.213.0.0/16, chosen from the pid so that parallel
+# runs differ: nothing on this machine has an address or a route in them.
+subnet_free() {
+  [ -z "$(ip -4 -o addr show to "10.213.$1.0/24")" ] \
+    && [ -z "$(ip -4 route show root "10.213.$1.0/24")" ] \
+    && [ -z "$(ip -4 route show table all root "10.213.$1.0/24" 2>/dev/null)" ]
+}
+declare -A net   # name -> N of 10.213.N.0/24
+declare -A veth  # name -> its root-side veth
+pick_subnets() {
+  local base tries
+  base=$((($$ % 120) * 2 + 10))
+  for ((tries = 0; tries < 120; ++tries)); do
+    if subnet_free $base && subnet_free $((base + 1)); then
+      net[w2]=$base; net[w3]=$((base + 1))
+      return 0
+    fi
+    base=$(((base - 10 + 2) % 240 + 10))
+  done
+  fail "no two free /24s in 10.213.0.0/16"
+}
+
+# netns_node NAME: namespace afns-PID-NAME joined by veth afvPID-NAME (root
+# side, 10.213.N.1/24) / afpPID-NAME (inside, 10.213.N.2/24), lo up, and a
+# node listening on 10.213.N.2 (any free port) inside, started as
+# start_node does (under a timeout(1) watchdog; node_pid, port, watcher).
+netns_node() {
+  local name=$1 ns=afns-$$-$1 out=afv$$$1 in=afp$$$1 n=${net[$1]} i line
+  ip netns add "$ns" || fail "ip netns add $ns"
+  made_ns+=("$ns")
+  ip link add "$out" type veth peer name "$in" netns "$ns" \
+    || fail "ip link add $out type veth peer name $in netns $ns"
+  made_links+=("$out")
+  ip addr add "10.213.$n.1/24" dev "$out" || fail "address on $out"
+  ip link set "$out" up || fail "ip link set $out up"
+  ip -n "$ns" addr add "10.213.$n.2/24" dev "$in" || fail "address on $in in $ns"
+  ip -n "$ns" link set "$in" up || fail "ip link set $in up in $ns"
+  ip -n "$ns" link set lo up || fail "ip link set lo up in $ns"
+  veth[$name]=$out
+  timeout -k 5 "${NODE_WATCHDOG_S:-170}" ip netns exec "$ns" \
+    bash -c 'echo $$ >"$0"; exec "$@"' \
+    "$tmp/node-$name.pid" "$bin" node --listen "10.213.$n.2:0" \
+    >"$tmp/node-$name.out" 2>"$tmp/node-$name.err" </dev/null &
+  watcher[$name]=$!
+  nodes+=("$name")
+  for ((i = 0; i < 300; ++i)); do
+    line=$(grep -m1 '^actorflow node listening on ' "$tmp/node-$name.out" 2>/dev/null)
+    [ -n "$line" ] && break
+    alive "${watcher[$name]}" || fail "node $name exited before listening"
+    sleep 0.1
+  done
+  [ -n "$line" ] || fail "node $name printed no 'listening on' line in 30 s"
+  [[ $line =~ ^actorflow\ node\ listening\ on\ 10\.213\.$n\.2:([0-9]+)$ ]] \
+    || fail "node $name: unexpected line '$line'"
+  port[$name]=${BASH_REMATCH[1]}
+  node_pid[$name]=$(cat "$tmp/node-$name.pid")
+}
+
+since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
+
+wait_log() {
+  local i
+  for ((i = 0; i < $3 * 10; ++i)); do
+    grep -q -- "$2" "$tmp/node-$1.err" && return 0
+    sleep 0.1
+  done
+  fail "node $1 did not log '$2' within $3 s"
+}
+
+read_auc() {
+  expect_out "^  test (step [0-9]\+): loss [0-9.]\+, AUC [0-9.]\+ (planted model's AUC [0-9.]\+)$"
+  read -r auc ref <<<"$(sed -n "s/^  test (step [0-9]*): loss [0-9.]*, AUC \([0-9.]*\) (planted model's AUC \([0-9.]*\))$/\1 \2/p" "$tmp/out")"
+  awk -v a="$auc" -v r="$ref" 'BEGIN { exit !(r > 0.8 && r - a <= 0.03) }' \
+    || fail "AUC $auc is more than 0.03 below the planted model's $ref"
+}
+
+case $case_name in
+  link_cut)
+    pick_subnets
+    start_node w1
+    netns_node w2
+    netns_node w3
+    echo "w1 127.0.0.1:${port[w1]}, w2 10.213.${net[w2]}.2:${port[w2]} (afns-$$-w2), w3 10.213.${net[w3]}.2:${port[w3]} (afns-$$-w3)"
+    sed -e "s/@P1@/${port[w1]}/g" \
+        -e "s/127\.0\.0\.1:@P2@/10.213.${net[w2]}.2:${port[w2]}/" \
+        -e "s/127\.0\.0\.1:@P3@/10.213.${net[w3]}.2:${port[w3]}/" \
+        -e "s/@P2@/${port[w2]}/g" -e "s/@P3@/${port[w3]}/g" \
+        "$data/multi_killed.pbtxt.in" >"$tmp/topo.pbtxt"
+    ! grep -q '@P[0-9]@' "$tmp/topo.pbtxt" || fail "a port is not filled in"
+    grep -q "address: \"10.213.${net[w3]}.2:${port[w3]}\"" "$tmp/topo.pbtxt" \
+      || fail "w3's address is not the namespace's"
+    # Fault-free first: the namespaced nodes work, and the AUC to compare.
+    timeout -k 5 60 "$bin" run "$tmp/topo.pbtxt" --no-progress \
+      >"$tmp/out" 2>"$tmp/err" </dev/null; rc=$?
+    expect_rc 0
+    expect_out "job 'multi-killed' finished"
+    ! grep -q 'replica lost' "$tmp/out" || fail "a replica was lost without a fault"
+    node_has w2 "node: started train\[0\]"
+    node_has w3 "node: started train\[1\]"
+    read_auc
+    clean_auc=$auc
+    for n in w1 w2 w3; do wait_log $n "node: job ended" 15; done
+    # Again, and w3's link is cut once train[1] has trained.
+    lines=$(wc -l <"$tmp/node-w3.err")
+    ended_before=$(grep -c 'node: job ended' "$tmp/node-w3.err")
+    timeout -k 5 60 "$bin" run "$tmp/topo.pbtxt" --no-progress \
+      >"$tmp/out" 2>"$tmp/err" </dev/null &
+    job=$!
+    for ((i = 0; i < 300; ++i)); do
+      tail -n +$((lines + 1)) "$tmp/node-w3.err" | grep -q 'train\[1\]: epoch [0-9]\+ step' && break
+      alive $job || break
+      sleep 0.1
+    done
+    alive $job || { wait $job; rc=$?; fail "the job ended (exit $rc) before w3's link could be cut"; }
+    t_cut=$(date +%s.%N)
+    ip link set "${veth[w3]}" down || fail "ip link set ${veth[w3]} down"
+    echo "cut w3's link (${veth[w3]} down)"
+    lost='train\[1\] failed (exit_reason(remote_link_unreachable)); the job goes on without it'
+    noticed=
+    for ((i = 0; i < 300; ++i)); do
+      grep -q -- "$lost" "$tmp/err" && { noticed=$(since "$t_cut"); break; }
+      alive $job || break
+      sleep 0.1
+    done
+    wait $job; rc=$?
+    echo "the job ended (exit $rc) $(since "$t_cut") s after the cut"
+    [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] \
+      || fail "the job hung after w3's link was cut (no end within 60 s)"
+    expect_rc 0
+    [ -n "$noticed" ] || fail "stderr lacks '$lost'"
+    echo "the loss of train[1] was logged $noticed s after the cut"
+    awk -v t="$noticed" 'BEGIN { exit !(t < 10) }' \
+      || fail "train[1] was noticed lost after $noticed s (limit 10 s)"
+    expect_out "job 'multi-killed' finished"
+    expect_out "^  replica lost, job went on: train\[1\]: exit_reason(remote_link_unreachable)$"
+    [ "$(grep -c 'replica lost' "$tmp/out")" -eq 1 ] || fail "expected one lost replica"
+    read_auc
+    awk -v a="$auc" -v b="$clean_auc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01) }' \
+      || fail "AUC $auc with w3's link cut, $clean_auc without a fault: more than 0.01 apart"
+    echo "AUC without a fault $clean_auc, with w3's link cut $auc, planted $ref"
+    # w3, cut off, drops its coordinator after its own heartbeat timeout
+    # and stops the job's actors it held.
+    for ((i = 0; i < 150; ++i)); do
+      [ "$(grep -c 'node: job ended' "$tmp/node-w3.err")" -gt "$ended_before" ] && break
+      sleep 0.1
+    done
+    [ "$(grep -c 'node: job ended' "$tmp/node-w3.err")" -gt "$ended_before" ] \
+      || fail "node w3 did not end the job within 15 s of the job's end"
+    line=$(grep 'node: job ended' "$tmp/node-w3.err" | tail -n 1)
+    at=$(date -d "${line:0:23}" +%s.%N 2>/dev/null) \
+      && echo "w3 (cut off) ended its part $(awk -v s="$t_cut" -v e="$at" 'BEGIN { printf "%.1f", e - s }') s after the cut: ${line:24}"
+    alive "${watcher[w3]}" && alive "${node_pid[w3]}" || fail "node w3's process is gone"
+    for n in w1 w2 w3; do
+      ! grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$tmp/node-$n.err" \
+        || fail "sanitizer report from node $n"
+    done
+    ! grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$tmp/err" \
+      || fail "sanitizer report from the run"
+    started=("${nodes[@]}")
+    stop_nodes 10
+    for n in "${started[@]}"; do
+      [ "${node_rc[$n]}" -eq 0 ] || fail "node $n exited with ${node_rc[$n]} on SIGTERM"
+      node_has "$n" "node: stopping"
+    done
+    ;;
+  *)
+    echo "unknown case $case_name"; exit 2 ;;
+esac
+echo "PASS: $case_name"
