@@ -48,26 +48,7 @@ topology() {
 run_limited() { local limit=$1; shift
   timeout -k 5 "$limit" "$bin" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null; rc=$?; }
 
-# wait_log NAME PATTERN SECONDS: until node NAME's log has PATTERN.
-wait_log() {
-  local i
-  for ((i = 0; i < $3 * 10; ++i)); do
-    grep -q -- "$2" "$tmp/node-$1.err" && return 0
-    sleep 0.1
-  done
-  fail "node $1 did not log '$2' within $3 s"
-}
 
-# The test split's AUC and the planted model's from the run's summary.
-read_auc() {
-  expect_out "^  test (step [0-9]\+): loss [0-9.]\+, AUC [0-9.]\+ (planted model's AUC [0-9.]\+)$"
-  read -r auc ref <<<"$(sed -n "s/^  test (step [0-9]*): loss [0-9.]*, AUC \([0-9.]*\) (planted model's AUC \([0-9.]*\))$/\1 \2/p" "$tmp/out")"
-}
-# The model's AUC at most 0.03 below the planted model's.
-expect_auc_near_planted() {
-  awk -v a="$auc" -v r="$ref" 'BEGIN { exit !(r > 0.8 && r - a <= 0.03) }' \
-    || fail "AUC $auc is more than 0.03 below the planted model's $ref"
-}
 
 # No sanitizer report from the run nor from any node; the nodes stop
 # cleanly (exit 0) on SIGTERM. Nodes in "$@" were killed on purpose.
@@ -89,8 +70,6 @@ expect_clean_end() {
   done
 }
 
-# Seconds since the `date +%s.%N` time $1, to 0.1 s.
-since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
 
 # start_job LIMIT FILE PATTERN: runs "$topo" in the background (job: its
 # pid) under a time limit of LIMIT s, and waits (30 s at most) until FILE

@@ -99,7 +99,7 @@ pick_subnets() {
 # node listening on 10.213.N.2 (any free port) inside, started as
 # start_node does (under a timeout(1) watchdog; node_pid, port, watcher).
 netns_node() {
-  local name=$1 ns=afns-$$-$1 out=afv$$$1 in=afp$$$1 n=${net[$1]} i line
+  local name=$1 ns=afns-$$-$1 out=afv$$$1 in=afp$$$1 n=${net[$1]}
   ip netns add "$ns" || fail "ip netns add $ns"
   made_ns+=("$ns")
   ip link add "$out" type veth peer name "$in" netns "$ns" \
@@ -111,42 +111,13 @@ netns_node() {
   ip -n "$ns" link set "$in" up || fail "ip link set $in up in $ns"
   ip -n "$ns" link set lo up || fail "ip link set lo up in $ns"
   veth[$name]=$out
-  timeout -k 5 "${NODE_WATCHDOG_S:-170}" ip netns exec "$ns" \
-    bash -c 'echo $$ >"$0"; exec "$@"' \
-    "$tmp/node-$name.pid" "$bin" node --listen "10.213.$n.2:0" \
-    >"$tmp/node-$name.out" 2>"$tmp/node-$name.err" </dev/null &
-  watcher[$name]=$!
-  nodes+=("$name")
-  for ((i = 0; i < 300; ++i)); do
-    line=$(grep -m1 '^actorflow node listening on ' "$tmp/node-$name.out" 2>/dev/null)
-    [ -n "$line" ] && break
-    alive "${watcher[$name]}" || fail "node $name exited before listening"
-    sleep 0.1
-  done
-  [ -n "$line" ] || fail "node $name printed no 'listening on' line in 30 s"
-  [[ $line =~ ^actorflow\ node\ listening\ on\ 10\.213\.$n\.2:([0-9]+)$ ]] \
-    || fail "node $name: unexpected line '$line'"
-  port[$name]=${BASH_REMATCH[1]}
-  node_pid[$name]=$(cat "$tmp/node-$name.pid")
+  node_exec=(ip netns exec "$ns")
+  start_node "$name" "10.213.$n.2:0"
+  node_exec=()
 }
 
-since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
 
-wait_log() {
-  local i
-  for ((i = 0; i < $3 * 10; ++i)); do
-    grep -q -- "$2" "$tmp/node-$1.err" && return 0
-    sleep 0.1
-  done
-  fail "node $1 did not log '$2' within $3 s"
-}
 
-read_auc() {
-  expect_out "^  test (step [0-9]\+): loss [0-9.]\+, AUC [0-9.]\+ (planted model's AUC [0-9.]\+)$"
-  read -r auc ref <<<"$(sed -n "s/^  test (step [0-9]*): loss [0-9.]*, AUC \([0-9.]*\) (planted model's AUC \([0-9.]*\))$/\1 \2/p" "$tmp/out")"
-  awk -v a="$auc" -v r="$ref" 'BEGIN { exit !(r > 0.8 && r - a <= 0.03) }' \
-    || fail "AUC $auc is more than 0.03 below the planted model's $ref"
-}
 
 case $case_name in
   link_cut)
@@ -171,7 +142,7 @@ case $case_name in
     ! grep -q 'replica lost' "$tmp/out" || fail "a replica was lost without a fault"
     node_has w2 "node: started train\[0\]"
     node_has w3 "node: started train\[1\]"
-    read_auc
+    read_auc; expect_auc_near_planted
     clean_auc=$auc
     for n in w1 w2 w3; do wait_log $n "node: job ended" 15; done
     # Again, and w3's link is cut once train[1] has trained.
@@ -208,7 +179,7 @@ case $case_name in
     expect_out "job 'multi-killed' finished"
     expect_out "^  replica lost, job went on: train\[1\]: exit_reason(remote_link_unreachable)$"
     [ "$(grep -c 'replica lost' "$tmp/out")" -eq 1 ] || fail "expected one lost replica"
-    read_auc
+    read_auc; expect_auc_near_planted
     awk -v a="$auc" -v b="$clean_auc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01) }' \
       || fail "AUC $auc with w3's link cut, $clean_auc without a fault: more than 0.01 apart"
     echo "AUC without a fault $clean_auc, with w3's link cut $auc, planted $ref"

@@ -64,12 +64,43 @@ expect_err() { grep -q -- "$1" "$tmp/err" || fail "stderr lacks '$1'"; }
 node_has() { grep -q -- "$2" "$tmp/node-$1.err" || fail "node $1's log lacks '$2'"; }
 node_lacks() { ! grep -q -- "$2" "$tmp/node-$1.err" || fail "node $1's log has '$2'"; }
 
+# wait_log NAME PATTERN SECONDS: until node NAME's log has PATTERN.
+wait_log() {
+  local i
+  for ((i = 0; i < $3 * 10; ++i)); do
+    grep -q -- "$2" "$tmp/node-$1.err" && return 0
+    sleep 0.1
+  done
+  fail "node $1 did not log '$2' within $3 s"
+}
+
+# read_auc: the test split's AUC and the planted model's from the run's
+# summary, into auc and ref.
+read_auc() {
+  expect_out "^  test (step [0-9]\+): loss [0-9.]\+, AUC [0-9.]\+ (planted model's AUC [0-9.]\+)$"
+  read -r auc ref <<<"$(sed -n "s/^  test (step [0-9]*): loss [0-9.]*, AUC \([0-9.]*\) (planted model's AUC \([0-9.]*\))$/\1 \2/p" "$tmp/out")"
+}
+# The model's AUC at most 0.03 below the planted model's.
+expect_auc_near_planted() {
+  awk -v a="$auc" -v r="$ref" 'BEGIN { exit !(r > 0.8 && r - a <= 0.03) }' \
+    || fail "AUC $auc is more than 0.03 below the planted model's $ref"
+}
+
+# Seconds since the `date +%s.%N` time $1, to 0.1 s.
+since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
+
 # start_node NAME [LISTEN [ARGS...]]: starts a node (on 127.0.0.1:0 unless
-# told otherwise) and waits (30 s at most) for the line with its port.
+# told otherwise) and waits (30 s at most) for the line with its port. The
+# array node_exec, if set, prefixes the node's command (e.g. `ip netns
+# exec NS`).
+node_exec=()
 start_node() {
-  local name=$1 listen=${2:-127.0.0.1:0} i line
+  local name=$1 listen=${2:-127.0.0.1:0} i line host
   shift; shift || true
-  timeout -k 5 "${NODE_WATCHDOG_S:-170}" bash -c 'echo $$ >"$0"; exec "$@"' \
+  host=127.0.0.1 # a bare port binds the loopback address
+  [[ $listen == *:* ]] && host=${listen%:*}
+  timeout -k 5 "${NODE_WATCHDOG_S:-170}" "${node_exec[@]}" \
+    bash -c 'echo $$ >"$0"; exec "$@"' \
     "$tmp/node-$name.pid" "$bin" node --listen "$listen" "$@" \
     >"$tmp/node-$name.out" 2>"$tmp/node-$name.err" </dev/null &
   watcher[$name]=$!
@@ -81,9 +112,10 @@ start_node() {
     sleep 0.1
   done
   [ -n "$line" ] || fail "node $name printed no 'listening on' line in 30 s"
-  [[ $line =~ ^actorflow\ node\ listening\ on\ 127\.0\.0\.1:([0-9]+)$ ]] \
+  [[ $line =~ ^actorflow\ node\ listening\ on\ ([0-9.]+):([0-9]+)$ ]] \
+    && [ "${BASH_REMATCH[1]}" = "$host" ] \
     || fail "node $name: unexpected line '$line'"
-  port[$name]=${BASH_REMATCH[1]}
+  port[$name]=${BASH_REMATCH[2]}
   [ "${port[$name]}" -gt 0 ] || fail "node $name listens on port 0"
   node_pid[$name]=$(cat "$tmp/node-$name.pid")
 }
