@@ -132,7 +132,7 @@ public:
   // Back into the clocks with the step count it had: a trainer that was
   // given fewer batches before the cut is simply behind, as it would be
   // without the checkpoint.
-  void resume(uint64_t) override { client_->join(); }
+  void resume() override { client_->join(); }
 
   std::string snapshot() const override {
     return save_state("trainer/1", steps_, samples_, skipped_, epoch_,

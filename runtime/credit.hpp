@@ -111,6 +111,7 @@ public:
   bool all_ended() const noexcept;
   bool empty() const noexcept { return edges_.empty(); }
   std::vector<edge>& edges() noexcept { return edges_; }
+  const std::vector<edge>& edges() const noexcept { return edges_; }
   /// Epochs forwarded downstream so far (checkpoints save and restore it
   /// with each edge's epochs_ended).
   uint64_t epochs_forwarded() const noexcept { return epochs_forwarded_; }

@@ -65,7 +65,6 @@ struct replica_entry {
 //   actorflow-job 1
 //   topology <name>
 //   step <global step>       the trainers' steps summed over replicas
-//   clock <largest step>     of any one replica
 //   replica <label> live <steps>    one per replica of the cut: its state
 //   replica <label> ended <steps>   is the part <label>; or it had ended;
 //   replica <label> lost            or it was lost before the cut (a
@@ -74,7 +73,6 @@ struct replica_entry {
 struct job_part {
   std::string topology;
   uint64_t step = 0;
-  uint64_t clock = 0;
   std::map<std::string, bool> ended; // label -> ended (live, if false)
   std::map<std::string, uint64_t> steps;
   std::set<std::string> lost;
@@ -82,8 +80,7 @@ struct job_part {
 
 std::string format_job_part(const job_part& p) {
   std::string s = "actorflow-job 1\ntopology " + p.topology + "\nstep "
-                  + std::to_string(p.step) + "\nclock "
-                  + std::to_string(p.clock) + "\n";
+                  + std::to_string(p.step) + "\n";
   for (auto& [label, ended] : p.ended) {
     auto it = p.steps.find(label);
     s += "replica " + label + (ended ? " ended " : " live ")
@@ -110,7 +107,6 @@ job_part parse_job_part(const std::string& text, const std::string& where) {
     if (key == "topology") {
       p.topology = line.size() > 9 ? line.substr(9) : std::string{};
     } else if (key == "step" && (words >> p.step)) {
-    } else if (key == "clock" && (words >> p.clock)) {
     } else if (key == "replica" && (words >> a >> b)) {
       uint64_t steps = 0;
       if (b == "lost")
@@ -147,7 +143,6 @@ struct ckpt_settings {
 // One checkpoint being taken.
 struct ckpt_round {
   uint64_t id = 0;
-  bool final = false;      // the training stages have ended
   bool stop_after = false; // Ctrl-C: end the job at this cut
   std::set<std::string> waiting; // replicas that have not answered
   std::map<std::string, std::string> states;
@@ -318,7 +313,7 @@ void finish_round(coordinator_actor* self, bool written) {
         self->send_exit(rep.handle, caf::exit_reason::user_shutdown);
   } else {
     for (auto& h : r.paused)
-      self->send(h, resume_atom::value, r.id, r.job.clock);
+      self->send(h, resume_atom::value, r.id);
     if (r.stop_after) // not written: stop the usual way (drain)
       for (auto& rep : st.replicas)
         if (!rep.down)
@@ -414,7 +409,6 @@ void begin_round(coordinator_actor* self, bool final, bool stop_after) {
   auto& st = self->state;
   ckpt_round r;
   r.id = st.next_ckpt_id++;
-  r.final = final;
   r.stop_after = stop_after;
   r.job.topology = st.ckpt->topology;
   for (auto& rep : st.replicas) {
@@ -434,7 +428,6 @@ void begin_round(coordinator_actor* self, bool final, bool stop_after) {
     auto steps = steps_of(st, label);
     r.job.steps[label] = steps;
     r.job.step += steps;
-    r.job.clock = std::max(r.job.clock, steps);
   }
   spdlog::debug("checkpoint {}: cutting the stream ({} replicas)", r.id,
                 r.waiting.size());
@@ -457,7 +450,6 @@ void on_cut(coordinator_actor* self, uint64_t id, const std::string& label,
     step = steps_of(st, label);
   r.job.steps[label] = step;
   r.job.step += step;
-  r.job.clock = std::max(r.job.clock, step);
   if (!ended) {
     r.states[label] = std::move(state);
     for (auto& rep : st.replicas)
@@ -478,7 +470,6 @@ void round_lost(coordinator_actor* self, replica_entry& rep) {
     job.ended[rep.label] = true;
     job.steps[rep.label] = steps;
     job.step += steps;
-    job.clock = std::max(job.clock, steps);
   } else {
     job.lost.insert(rep.label);
   }
@@ -1010,7 +1001,7 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
         if (it != resumed.ended.end() && !ended)
           state = *resume_parts[label];
         caf::anon_send(replicas[i][r], restore_atom::value, std::move(state),
-                       ended, resumed.clock);
+                       ended);
       }
       caf::anon_send(replicas[i][r], wire_atom::value, per_replica[i][r]);
     }

@@ -52,7 +52,7 @@ uint64_t stage_logic::quiesce() {
   return 0;
 }
 
-void stage_logic::resume(uint64_t) {
+void stage_logic::resume() {
 }
 
 void stage_logic::metrics(std::vector<metric>&) const {
@@ -146,7 +146,6 @@ struct stage_state : emitter {
   bool restoring = false;
   std::string restore_state;
   bool restore_ended = false;
-  uint64_t restore_step = 0;
 };
 
 using stage_actor = caf::stateful_actor<stage_state>;
@@ -328,7 +327,7 @@ void restore_stage(stage_state& st, const std::string& bytes) {
 
 // Every input delivered the pending barrier or ended.
 bool cut_reached(const stage_state& st) {
-  auto& edges = const_cast<stage_state&>(st).in.edges();
+  auto& edges = st.in.edges();
   for (size_t i = 0; i < edges.size(); ++i)
     if (!edges[i].ended && !st.barrier_in[i])
       return false;
@@ -588,20 +587,20 @@ caf::behavior running(stage_actor* self) {
           // Ended (or ending): nothing of the stream is left here.
           if (st.setup.coordinator)
             self->send(st.setup.coordinator, checkpoint_atom::value, id,
-                     st.label, std::string{}, uint64_t{0}, true);
+                       st.label, std::string{}, uint64_t{0}, true);
           return;
         }
         st.ckpt_pending = true;
         st.ckpt_id = id;
       });
     },
-    [=](resume_atom, uint64_t, uint64_t step) {
+    [=](resume_atom, uint64_t) {
       on_message(self, [&] {
         auto& st = self->state;
         if (!st.paused)
           return;
         st.paused = false;
-        st.setup.logic->resume(step);
+        st.setup.logic->resume();
       });
     },
     [=](produce_atom) {
@@ -687,12 +686,11 @@ caf::behavior stage_main(stage_actor* self, stage_setup setup) {
   // faster peers) in the mailbox.
   self->set_default_handler(caf::skip);
   return {
-    [=](restore_atom, std::string& state, bool ended, uint64_t step) {
+    [=](restore_atom, std::string& state, bool ended) {
       auto& st = self->state;
       st.restoring = true;
       st.restore_state = std::move(state);
       st.restore_ended = ended;
-      st.restore_step = step;
     },
     [=](wire_atom, const wiring& w) {
       auto& st = self->state;
@@ -728,7 +726,7 @@ caf::behavior stage_main(stage_actor* self, stage_setup setup) {
           } else {
             if (!st.restore_state.empty())
               restore_stage(st, st.restore_state);
-            st.setup.logic->resume(st.restore_step);
+            st.setup.logic->resume();
           }
         } catch (const std::exception& ex) {
           fail(self, std::string{"cannot restore the checkpoint: "}

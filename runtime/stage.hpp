@@ -118,9 +118,9 @@ public:
   /// count (trainers), else 0. Default: nothing to do, 0.
   virtual uint64_t quiesce();
   /// After a checkpoint was written, or once restored at the start of a
-  /// resumed job: continue. `step` is the job's clock, the largest step
-  /// any stage returned from quiesce() at the cut. Default: nothing.
-  virtual void resume(uint64_t step);
+  /// resumed job: continue (a trainer rejoins the shards' clocks).
+  /// Default: nothing.
+  virtual void resume();
   /// Adds the stage's own metrics (loss, accuracy...) to `out`; called on
   /// the replica's thread whenever it reports its stats.
   virtual void metrics(std::vector<metric>& out) const;

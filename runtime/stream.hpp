@@ -18,8 +18,8 @@
 //   producer -> consumer   (barrier_atom, id)                 after the items
 //                                                             before the cut
 //   stage -> coordinator   (checkpoint_atom, id, label, state, step, ended)
-//   coordinator -> stage   (resume_atom, id, step)            go on
-//   job -> stage           (restore_atom, state, ended, step) before wire_atom
+//   coordinator -> stage   (resume_atom, id)                  go on
+//   job -> stage           (restore_atom, state, ended)       before wire_atom
 //
 // A stage that was asked for checkpoint `id`, or met barrier `id` on an
 // input, completes it once every input edge delivered that barrier or its

@@ -19,12 +19,6 @@ using namespace af::test;
 
 namespace {
 
-int64_t option(const topology::Stage& s, const std::string& key,
-               int64_t fallback) {
-  auto it = s.options().find(key);
-  return it == s.options().end() ? fallback : std::stoll(it->second);
-}
-
 // Gaussian blobs: x f32 [n, 4], label = the class whose fixed direction
 // scores highest, so that a linear model can reach ~100%. Options: records,
 // classes (labels in [0, classes)), split (seed of the split), nan_at (the

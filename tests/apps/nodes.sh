@@ -89,6 +89,74 @@ expect_auc_near_planted() {
 # Seconds since the `date +%s.%N` time $1, to 0.1 s.
 since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
 
+# start_job LIMIT FILE PATTERN: runs "$topo" in the background (job: its
+# pid) under a time limit of LIMIT s, and waits (30 s at most) until FILE
+# has a line with PATTERN that it did not have before. The job must still
+# be running then.
+start_job() {
+  local limit=$1 file=$2 pattern=$3 lines i
+  lines=$(wc -l <"$file")
+  timeout -k 5 "$limit" "$bin" run "$topo" --no-progress \
+    >"$tmp/out" 2>"$tmp/err" </dev/null &
+  job=$!
+  for ((i = 0; i < 300; ++i)); do
+    tail -n +$((lines + 1)) "$file" | grep -q -- "$pattern" && break
+    alive $job || break
+    sleep 0.1
+  done
+  alive $job || { wait $job; rc=$?; fail "the job ended (exit $rc) before the fault"; }
+  tail -n +$((lines + 1)) "$file" | grep -q -- "$pattern" \
+    || fail "$(basename "$file") has no '$pattern' within 30 s of the start"
+}
+
+# fault_free_run: runs "$topo" (the multi-killed job, data/
+# multi_killed.pbtxt.in) without a fault: it finishes, loses no replica,
+# and its AUC, clean_auc, is near the planted model's; then every node
+# ended the job.
+fault_free_run() {
+  local n
+  timeout -k 5 60 "$bin" run "$topo" --no-progress >"$tmp/out" 2>"$tmp/err" </dev/null
+  rc=$?
+  expect_rc 0
+  expect_out "job 'multi-killed' finished"
+  ! grep -q 'replica lost' "$tmp/out" || fail "a replica was lost without a fault"
+  read_auc; expect_auc_near_planted
+  clean_auc=$auc
+  for n in "${nodes[@]}"; do wait_log "$n" "node: job ended" 15; done
+}
+
+# expect_trainer_lost FAULT T0: after FAULT (words for the messages) at
+# time T0 (date +%s.%N), the background multi-killed job ($job) logs within
+# 10 s that train[1] was lost (remote_link_unreachable; noticed: after how
+# many seconds), finishes with train[0], reports exactly that lost replica,
+# and its AUC is within 0.01 of the fault-free run's.
+expect_trainer_lost() {
+  local fault=$1 t0=$2 i
+  local lost='train\[1\] failed (exit_reason(remote_link_unreachable)); the job goes on without it'
+  noticed=
+  for ((i = 0; i < 300; ++i)); do
+    grep -q -- "$lost" "$tmp/err" && { noticed=$(since "$t0"); break; }
+    alive "$job" || break
+    sleep 0.1
+  done
+  wait "$job"; rc=$?
+  echo "the job ended (exit $rc) $(since "$t0") s after $fault"
+  [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] \
+    || fail "the job hung after $fault (no end within 60 s; a fault-free run takes a few)"
+  expect_rc 0
+  [ -n "$noticed" ] || fail "stderr lacks '$lost'"
+  echo "the loss of train[1] was logged $noticed s after $fault"
+  awk -v t="$noticed" 'BEGIN { exit !(t < 10) }' \
+    || fail "train[1] was noticed lost $noticed s after $fault (limit 10 s)"
+  expect_out "job 'multi-killed' finished"
+  expect_out "^  replica lost, job went on: train\[1\]: exit_reason(remote_link_unreachable)$"
+  [ "$(grep -c 'replica lost' "$tmp/out")" -eq 1 ] || fail "expected one lost replica"
+  read_auc; expect_auc_near_planted
+  awk -v a="$auc" -v b="$clean_auc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01) }' \
+    || fail "AUC $auc after $fault, $clean_auc without a fault: more than 0.01 apart"
+  echo "AUC without a fault $clean_auc, after $fault $auc, planted $ref"
+}
+
 # start_node NAME [LISTEN [ARGS...]]: starts a node (on 127.0.0.1:0 unless
 # told otherwise) and waits (30 s at most) for the line with its port. The
 # array node_exec, if set, prefixes the node's command (e.g. `ip netns

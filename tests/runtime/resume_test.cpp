@@ -17,12 +17,6 @@ using namespace af::test;
 
 namespace {
 
-int64_t option(const topology::Stage& s, const std::string& key,
-               int64_t fallback) {
-  auto it = s.options().find(key);
-  return it == s.options().end() ? fallback : std::stoll(it->second);
-}
-
 // Records 0..records-1 of every epoch e as tensor "id" (i64) = e * 10^6 +
 // record, spread over the replicas like the built-in synthetic sources.
 // (The id holds the epoch because items of two epochs may mix downstream

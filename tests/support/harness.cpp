@@ -23,13 +23,13 @@ config::config(size_t threads, const char* policy) {
   af::apply(opts, *this);
 }
 
-namespace {
-
 int64_t option(const topology::Stage& s, const std::string& key,
                int64_t fallback) {
   auto it = s.options().find(key);
   return it == s.options().end() ? fallback : std::stoll(it->second);
 }
+
+namespace {
 
 int64_t replica_option(const topology::Stage& s, const stage_info& info,
                        const std::string& key) {

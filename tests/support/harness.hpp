@@ -48,6 +48,10 @@ struct config : caf::actor_system_config {
 ///  - "collect" (sink): keeps every item in `obs->collected`.
 registry make_registry(std::shared_ptr<observations> obs);
 
+/// A custom stage's integer option `key` (Stage.options), or `fallback`.
+int64_t option(const topology::Stage& s, const std::string& key,
+               int64_t fallback);
+
 /// An actor system with the test registry: what most stream tests need.
 struct fixture {
   std::shared_ptr<observations> obs = std::make_shared<observations>();
