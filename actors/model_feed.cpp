@@ -215,8 +215,8 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
 
 // Requests to shards time out after this and are sent again (see await).
 constexpr auto patience = std::chrono::seconds{2};
-// How long a shard that keeps a request waiting may take to answer a stats
-// probe before it counts as lost (it answers between two updates).
+// How long a shard that keeps a request waiting may take to answer stats
+// requests before it counts as lost (it answers between two updates).
 constexpr auto probe_patience = std::chrono::seconds{10};
 
 // One CAF message of many MiB crosses processes slowly (docs/benchmarks.md,
@@ -298,7 +298,7 @@ struct ps_client::impl {
   }
 
   // Takes the down messages of monitored shards; throws if shard s is gone.
-  void check_down(size_t s) {
+  void take_downs(size_t s) {
     for (bool more = true; more;)
       self->receive(
         [&](caf::down_msg& dm) {
@@ -310,19 +310,34 @@ struct ps_client::impl {
     if (down[s])
       throw std::runtime_error("parameter server ps[" + std::to_string(s)
                                + "] went down");
-    // No down message does not mean alive: across hosts this process may
-    // reach the shard only through the coordinator's node, and CAF 0.17
-    // does not tell us when that node loses the shard's. A live shard
-    // answers a stats request at once, even while it holds our request
-    // back (a staleness bound).
-    std::string failure;
-    self->request(shards[s], probe_patience, ps_stats_atom::value)
-      .receive([](ps_shard_stats&) {},
-               [&](caf::error& err) { failure = caf::to_string(err); });
-    if (!failure.empty()) {
+  }
+
+  // After a request to shard s timed out: throws if the shard is gone.
+  // No down message does not mean alive: across hosts this process may
+  // reach the shard only through the coordinator's node, and CAF 0.17 does
+  // not tell us when that node loses the shard's. So the shard is also
+  // sent a stats request, which a live shard answers at once even while
+  // it holds our request back (a staleness bound); the down messages are
+  // checked again every `patience` while that answer is missing.
+  void check_down(size_t s) {
+    take_downs(s);
+    auto deadline = std::chrono::steady_clock::now() + probe_patience;
+    for (;;) {
+      bool answered = false;
+      caf::error failure;
+      self->request(shards[s], patience, ps_stats_atom::value)
+        .receive([&](ps_shard_stats&) { answered = true; },
+                 [&](caf::error& err) { failure = std::move(err); });
+      if (answered)
+        return;
+      take_downs(s);
+      if (failure == caf::sec::request_timeout
+          && std::chrono::steady_clock::now() < deadline)
+        continue;
       down[s] = true;
       throw std::runtime_error("parameter server ps[" + std::to_string(s)
-                               + "] does not answer (" + failure
+                               + "] does not answer ("
+                               + caf::to_string(failure)
                                + "): its node is lost or frozen");
     }
   }

@@ -103,7 +103,15 @@ thaw() {
 # `hosts: ["w2"]` line removed).
 shard_frozen() {
   local progress elapsed
-  start_node w1; start_node w2; start_node w3
+  # Without leak checks where the trainers and the evaluator run (w2 and
+  # the coordinator, below): when a shard is lost their blocking
+  # ps_clients fail, and CAF 0.17 leaves each one's caf::scoped_actor in a
+  # reference cycle with the request timeouts still due (LeakSanitizer:
+  # indirect leaks only, all allocated inside CAF). A run without a lost
+  # shard has no such leak (every other multihost case checks).
+  start_node w1
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" start_node w2
+  start_node w3
   topology multi_shard "${port[w1]}" "${port[w2]}" "${port[w3]}"
   progress=$tmp/node-w2.err
   if [ "$1" = local ]; then
@@ -112,7 +120,8 @@ shard_frozen() {
     progress=$tmp/err
   fi
   # A hang shows as exit code 124 or 137 (no end within 40 s).
-  start_job 40 "$progress" 'train\[[01]\]: epoch [0-9]\+ step'
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
+    start_job 40 "$progress" 'train\[[01]\]: epoch [0-9]\+ step'
   node_has w3 "node: started ps\[1\]"
   node_lacks w3 "node: started \(clicks\|batch\|train\)\["
   freeze w3
