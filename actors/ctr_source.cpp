@@ -134,6 +134,7 @@ stage_type ctr_source_type() {
   stage_type t;
   t.name = "ctr_source";
   t.kind = stage_kind::source;
+  t.reassignable = true;
   t.description = "synthetic click logs from a planted logistic model "
                   "(ids, label, logit)";
   t.check = check;

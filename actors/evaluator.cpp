@@ -71,7 +71,8 @@ public:
     model_ = std::make_unique<gpu::model>(spec_.model, *dev_);
     client_ = std::make_unique<ps_client>(*info.context->system,
                                           info.context->service(ps_service),
-                                          spec_, ps_observer);
+                                          spec_, ps_observer,
+                                          info.context->coordinator);
   }
 
   void process(batch&& item, emitter&) override {

@@ -12,6 +12,8 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/system_messages.hpp>
 
+#include <spdlog/spdlog.h>
+
 namespace af {
 
 namespace {
@@ -218,6 +220,9 @@ constexpr auto patience = std::chrono::seconds{2};
 // How long a shard that keeps a request waiting may take to answer stats
 // requests before it counts as lost (it answers between two updates).
 constexpr auto probe_patience = std::chrono::seconds{10};
+// How long the coordinator may take to restore a lost shard elsewhere
+// (connect to a node, spawn, load the checkpoint's slice).
+constexpr auto locate_patience = std::chrono::seconds{120};
 
 // One CAF message of many MiB crosses processes slowly (docs/benchmarks.md,
 // bench/ps_throughput): dense values travel in parts of about this size.
@@ -229,7 +234,10 @@ struct ps_client::impl {
   std::vector<caf::actor> shards;
   const training_spec& spec;
   uint32_t worker;
+  caf::actor coordinator; // asked for a lost shard's replacement, if set
   caf::scoped_actor self;
+  uint64_t clock = 0; // the last step pushed
+  bool coordinator_down = false;
   std::vector<uint64_t> read_version; // per shard
   int sparse = -1;                    // index of the sparse param
   std::vector<std::vector<float>> residual;
@@ -285,7 +293,8 @@ struct ps_client::impl {
     for (;;) {
       bool again = false;
       h.receive(ok, [&](caf::error& err) {
-        if (err == caf::sec::request_timeout)
+        if (err == caf::sec::request_timeout
+            || err == caf::sec::request_receiver_down)
           again = true;
         else
           fail(s, err);
@@ -297,32 +306,40 @@ struct ps_client::impl {
     }
   }
 
-  // Takes the down messages of monitored shards; throws if shard s is gone.
-  void take_downs(size_t s) {
+  // Takes the down messages of monitored shards; true if shard s is gone.
+  bool take_downs(size_t s) {
     for (bool more = true; more;)
       self->receive(
         [&](caf::down_msg& dm) {
           for (size_t k = 0; k < shards.size(); ++k)
             if (shards[k].address() == dm.source)
               down[k] = true;
+          if (coordinator && coordinator.address() == dm.source)
+            coordinator_down = true;
         },
         caf::after(std::chrono::seconds{0}) >> [&] { more = false; });
-    if (down[s])
-      throw std::runtime_error("parameter server ps[" + std::to_string(s)
-                               + "] went down");
+    return down[s];
   }
 
-  // After a request to shard s timed out: throws if the shard is gone.
-  // No down message does not mean alive: across hosts this process may
-  // reach the shard only through the coordinator's node, and CAF 0.17 does
-  // not tell us when that node loses the shard's. So the shard is also
-  // sent a stats request, which a live shard answers at once even while
-  // it holds our request back (a staleness bound); the down messages are
-  // checked again every `patience` while that answer is missing.
+  // After a request to shard s timed out or bounced: returns once shard s
+  // answers (the same shard, or its replacement), or throws. No down
+  // message does not mean alive: across hosts this process may reach the
+  // shard only through the coordinator's node, and CAF 0.17 does not tell
+  // us when that node loses the shard's. So the coordinator, which is
+  // connected to every node and hears of a lost one at once (or within the
+  // heartbeat timeout), is asked first; then the shard is sent a stats
+  // request, which a live shard answers at once even while it holds our
+  // request back (a staleness bound). That repeats every `patience` until
+  // the shard answers, is replaced, or `probe_patience` passed.
   void check_down(size_t s) {
-    take_downs(s);
     auto deadline = std::chrono::steady_clock::now() + probe_patience;
     for (;;) {
+      if (take_downs(s)) {
+        replace(s, "went down");
+        return;
+      }
+      if (coordinator && locate(s, patience))
+        return;
       bool answered = false;
       caf::error failure;
       self->request(shards[s], patience, ps_stats_atom::value)
@@ -330,16 +347,90 @@ struct ps_client::impl {
                  [&](caf::error& err) { failure = std::move(err); });
       if (answered)
         return;
-      take_downs(s);
       if (failure == caf::sec::request_timeout
           && std::chrono::steady_clock::now() < deadline)
         continue;
       down[s] = true;
-      throw std::runtime_error("parameter server ps[" + std::to_string(s)
-                               + "] does not answer ("
-                               + caf::to_string(failure)
-                               + "): its node is lost or frozen");
+      replace(s, "does not answer (" + caf::to_string(failure)
+                   + "): its node is lost or frozen");
+      return;
     }
+  }
+
+  std::string name_of(size_t s) const {
+    return std::string{ps_service} + "[" + std::to_string(s) + "]";
+  }
+
+  // Asks the coordinator where shard s is (ps_locate_atom, ps.hpp): true
+  // once it was replaced (and this worker registered with the new one),
+  // false if the coordinator still has the same shard. The answer waits
+  // while the coordinator restores the shard; an error (the job cannot go
+  // on without it) throws.
+  bool locate(size_t s, std::chrono::seconds timeout) {
+    caf::actor fresh;
+    caf::error failure;
+    // In slices of `patience`, so that losing the coordinator too (this
+    // node cut off) fails the call at once rather than after `timeout`.
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      failure = caf::error{};
+      self
+        ->request(coordinator, std::min<std::chrono::seconds>(timeout,
+                                                               patience),
+                  ps_locate_atom::value, name_of(s))
+        .receive([&](caf::actor& a) { fresh = std::move(a); },
+                 [&](caf::error& err) { failure = std::move(err); });
+      if (failure != caf::sec::request_timeout)
+        break;
+      take_downs(s);
+      if (coordinator_down)
+        throw std::runtime_error("parameter server " + name_of(s)
+                                 + " does not answer, and the job's "
+                                   "coordinator is gone too");
+      if (std::chrono::steady_clock::now() >= deadline)
+        return false; // busy restoring it: ask again later
+    }
+    if (failure)
+      throw std::runtime_error("parameter server " + name_of(s)
+                               + " is lost, and it was not restored: "
+                               + sys.render(failure));
+    if (fresh == shards[s])
+      return false;
+    self->demonitor(shards[s]);
+    shards[s] = std::move(fresh);
+    down[s] = false;
+    self->monitor(shards[s]);
+    if (worker == ps_observer)
+      return true;
+    self
+      ->request(shards[s], locate_patience, ps_register_atom::value, worker,
+                clock)
+      .receive([&](uint64_t version) { read_version[s] = version; },
+               [&](caf::error& err) { failure = std::move(err); });
+    if (failure)
+      throw std::runtime_error("parameter server " + name_of(s)
+                               + " (restored) refused worker "
+                               + std::to_string(worker) + ": "
+                               + sys.render(failure));
+    spdlog::info("worker {} joined the restored {} at clock {}", worker,
+                 name_of(s), clock);
+    return true;
+  }
+
+  // Shard s is lost (`why`): without a coordinator that fails the call;
+  // else the coordinator's answer replaces it (and this worker registers
+  // there with its clock). A coordinator that still has the same shard
+  // means this worker alone cannot reach it.
+  void replace(size_t s, const std::string& why) {
+    if (!coordinator)
+      throw std::runtime_error("parameter server " + name_of(s) + " " + why);
+    spdlog::warn("parameter server {} {}; asking the coordinator for its "
+                 "replacement",
+                 name_of(s), why);
+    if (!locate(s, locate_patience))
+      throw std::runtime_error("parameter server " + name_of(s) + " " + why
+                               + ", yet the coordinator still reaches it: "
+                                 "this worker lost its own connection");
   }
 
   // The acknowledgements of the outstanding push. Of a push in parts only
@@ -374,12 +465,15 @@ struct ps_client::impl {
   }
 
   impl(caf::actor_system& s, std::vector<caf::actor> sh,
-       const training_spec& sp, uint32_t w)
-    : sys(s), shards(std::move(sh)), spec(sp), worker(w), self(s) {
+       const training_spec& sp, uint32_t w, caf::actor c)
+    : sys(s), shards(std::move(sh)), spec(sp), worker(w),
+      coordinator(std::move(c)), self(s) {
     read_version.assign(shards.size(), 0);
     down.assign(shards.size(), false);
     for (auto& shard : shards)
       self->monitor(shard);
+    if (coordinator)
+      self->monitor(coordinator);
     for (size_t i = 0; i < spec.params.size(); ++i)
       if (spec.params[i].sparse)
         sparse = static_cast<int>(i);
@@ -407,8 +501,10 @@ struct ps_client::impl {
 };
 
 ps_client::ps_client(caf::actor_system& sys, std::vector<caf::actor> shards,
-                     const training_spec& spec, uint32_t worker)
-  : impl_(std::make_unique<impl>(sys, std::move(shards), spec, worker)) {
+                     const training_spec& spec, uint32_t worker,
+                     caf::actor coordinator)
+  : impl_(std::make_unique<impl>(sys, std::move(shards), spec, worker,
+                                 std::move(coordinator))) {
   if (impl_->shards.empty())
     throw std::invalid_argument("the job has no parameter-server shards");
 }
@@ -797,6 +893,7 @@ ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
                                        ps_push_atom::value, messages[j]));
   d.pushes_req = std::move(messages);
   d.pushes_shard = std::move(to);
+  d.clock = std::max(d.clock, step);
   return result;
 }
 

@@ -61,10 +61,17 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
 
 /// The worker side of the PS protocol, over a scoped actor: the calls
 /// block, so they run on a trainer's or evaluator's own thread.
+///
+/// A shard that goes down or stops answering fails the call, unless the
+/// client knows the job's `coordinator`: then it asks the coordinator for
+/// the shard's replacement (ps_locate_atom), registers there with its clock
+/// and sends its outstanding requests again; the call fails only when the
+/// coordinator cannot restore the shard.
 class ps_client {
 public:
   ps_client(caf::actor_system& sys, std::vector<caf::actor> shards,
-            const training_spec& spec, uint32_t worker);
+            const training_spec& spec, uint32_t worker,
+            caf::actor coordinator = {});
   ~ps_client();
 
   /// Announces the worker to every shard (ps_register_atom); after

@@ -1112,10 +1112,15 @@ const ps_shard_config& ps_shard_state::config() const noexcept {
   return impl_->cfg;
 }
 
-uint64_t ps_shard_state::register_worker(uint32_t worker) {
-  if (worker != ps_observer)
-    impl_->join(worker);
-  return impl_->version;
+uint64_t ps_shard_state::register_worker(uint32_t worker, uint64_t clock) {
+  auto& st = *impl_;
+  if (worker != ps_observer) {
+    auto& w = st.join(worker);
+    w.clock = std::max(w.clock, clock);
+    if (st.synchronous())
+      st.complete_clocks();
+  }
+  return st.version;
 }
 
 uint64_t ps_shard_state::leave(uint32_t worker, bool lost) {
@@ -1144,6 +1149,11 @@ uint64_t ps_shard_state::pause(uint32_t worker) {
   if (st.synchronous())
     st.complete_clocks();
   return st.version;
+}
+
+uint64_t ps_shard_state::clock_of(uint32_t worker) const {
+  auto it = impl_->workers.find(worker);
+  return it == impl_->workers.end() ? 0 : it->second.clock;
 }
 
 bool ps_shard_state::is_live(uint32_t worker) const {
@@ -1283,6 +1293,9 @@ struct shard_actor_state {
   // Which actor speaks for each worker, and the actors monitored.
   std::map<uint32_t, caf::actor_addr> owner;
   std::set<caf::actor_addr> monitored;
+  // Who restored this shard (ps_restore_atom): told of the pushes lost
+  // when a worker joins a shard restored while the job ran.
+  caf::actor restorer;
 };
 
 using shard_actor = caf::stateful_actor<shard_actor_state>;
@@ -1374,6 +1387,22 @@ caf::behavior ps_shard_main(shard_actor* self, ps_shard_config cfg) {
       release(self);
       return v;
     },
+    [=](ps_register_atom, uint32_t worker, uint64_t clock) -> uint64_t {
+      auto& st = self->state;
+      track(self, worker, true);
+      auto had = st.shard->clock_of(worker);
+      if (clock > had) {
+        spdlog::warn("{}: worker {} joins at clock {}; its {} pushes since "
+                     "clock {} are lost",
+                     st.name, worker, clock, clock - had, had);
+        if (st.restorer)
+          self->send(st.restorer, ps_lost_atom::value, st.name, worker,
+                     clock - had);
+      }
+      auto v = st.shard->register_worker(worker, clock);
+      release(self);
+      return v;
+    },
     [=](ps_pause_atom, uint32_t worker) -> uint64_t {
       auto v = self->state.shard->pause(worker);
       release(self);
@@ -1429,6 +1458,17 @@ caf::behavior ps_shard_main(shard_actor* self, ps_shard_config cfg) {
       st.shard->leave(replica, true);
       release(self);
     },
+    [=](replica_lost_atom, const std::string& stage, uint32_t replica,
+        bool ended) {
+      // From the coordinator to a shard it restored while the job runs: a
+      // worker that ended (done) or was lost before, as far as the
+      // restored snapshot knows still live or not known at all.
+      auto& st = self->state;
+      if (stage != st.shard->config().worker_stage)
+        return;
+      st.shard->leave(replica, !ended);
+      release(self);
+    },
     [=](ps_snapshot_atom) -> std::string {
       return self->state.shard->snapshot();
     },
@@ -1441,6 +1481,7 @@ caf::behavior ps_shard_main(shard_actor* self, ps_shard_config cfg) {
         return invalid(e.what());
       }
       spdlog::info("{}: restored at version {}", st.name, st.shard->version());
+      st.restorer = caf::actor_cast<caf::actor>(self->current_sender());
       release(self);
       return st.shard->version();
     },

@@ -153,8 +153,10 @@ public:
 
   /// Counts `worker` in the clocks (again, if it had left or was paused
   /// at a checkpoint cut; with the clock it had). Returns the
-  /// version. Registering a live worker changes nothing.
-  uint64_t register_worker(uint32_t worker);
+  /// version. Registering a live worker changes nothing but `clock`: the
+  /// worker's clock becomes at least that (a worker joining a shard
+  /// restored from a checkpoint while it trained on).
+  uint64_t register_worker(uint32_t worker, uint64_t clock = 0);
 
   /// `worker` is at a checkpoint cut: out of the clocks until it registers
   /// again, with the clock it had (at tau = 0 a clock it was holding up
@@ -171,6 +173,8 @@ public:
 
   /// Whether `worker` is registered and has not left.
   bool is_live(uint32_t worker) const;
+  /// `worker`'s clock (its last step pushed); 0 if unknown.
+  uint64_t clock_of(uint32_t worker) const;
 
   /// A pull. Returns an error message, or "" with `answer` set when the
   /// staleness bound allows it now, or "" with `answer` empty when it

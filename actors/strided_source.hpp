@@ -1,11 +1,14 @@
 // Sources that generate records by index: replica r of R makes records r,
 // r + R, r + 2R, ... of every epoch, the same records each epoch, in items
 // of at most `per_item` records, and ends each epoch after its last item.
+// A replica that takes over a lost one (stage_type::reassignable) makes
+// that replica's records too, from the epoch it was lost in.
 // synthetic_source and ctr_source derive from it and only fill items.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "runtime/stage.hpp"
 #include "runtime/state_io.hpp"
@@ -22,25 +25,39 @@ public:
   bool produce(emitter& out) final {
     if (epoch_ >= static_cast<uint64_t>(epochs_))
       return false;
-    auto stride = static_cast<int64_t>(info_.replicas);
-    // Records of this replica left in the epoch.
-    int64_t left =
-      next_ < records_ ? (records_ - next_ + stride - 1) / stride : 0;
-    auto n = std::min(left, per_item_);
-    if (n > 0) {
-      batch b;
-      b.seq = seq_++;
-      b.epoch = epoch_;
-      fill(next_, stride, n, b);
-      next_ += n * stride;
-      out.push(std::move(b));
+    // This replica's records of the epoch first, then those of the lost
+    // replicas it took over (stage_logic::take_over), one pass per epoch
+    // each still owes up to this one.
+    if (next_ < records_) {
+      emit(next_, out);
+      return true;
     }
-    if (next_ >= records_) {
+    for (auto& sh : shares_)
+      if (sh.epoch <= epoch_ && sh.epoch < static_cast<uint64_t>(epochs_)) {
+        if (sh.next < records_)
+          emit(sh.next, out);
+        if (sh.next >= records_) {
+          sh.next = sh.replica;
+          ++sh.epoch;
+        }
+        return true;
+      }
+    if (!reopened_) // (a taken-over share after the last epoch's end)
       out.end_epoch(epoch_);
-      ++epoch_;
-      next_ = info_.replica;
-    }
+    ++epoch_;
+    next_ = info_.replica;
     return epoch_ < static_cast<uint64_t>(epochs_);
+  }
+
+  void take_over(uint32_t replica, uint64_t from_epoch) final {
+    shares_.push_back(share{replica, from_epoch, replica});
+    if (epoch_ >= static_cast<uint64_t>(epochs_)
+        && from_epoch < static_cast<uint64_t>(epochs_)) {
+      // Done already: the owed passes go out under the last epoch.
+      epoch_ = static_cast<uint64_t>(epochs_) - 1;
+      next_ = records_;
+      reopened_ = true;
+    }
   }
 
   std::string snapshot() const final {
@@ -58,11 +75,38 @@ protected:
   const stage_info& info() const noexcept { return info_; }
 
 private:
+  // Pushes the next item of the records first, first + stride, ...
+  // (`first` moves on past them).
+  void emit(int64_t& first, emitter& out) {
+    auto stride = static_cast<int64_t>(info_.replicas);
+    int64_t left =
+      first < records_ ? (records_ - first + stride - 1) / stride : 0;
+    auto n = std::min(left, per_item_);
+    if (n <= 0)
+      return;
+    batch b;
+    b.seq = seq_++;
+    b.epoch = epoch_;
+    fill(first, stride, n, b);
+    first += n * stride;
+    out.push(std::move(b));
+  }
+
+  // A lost replica's records this one took over: its next record and the
+  // epoch of the pass under way.
+  struct share {
+    uint32_t replica;
+    uint64_t epoch;
+    int64_t next;
+  };
+
   stage_info info_;
   int64_t records_, per_item_, epochs_;
   int64_t next_;
   uint64_t epoch_ = 0;
   uint64_t seq_ = 0;
+  std::vector<share> shares_;
+  bool reopened_ = false;
 };
 
 } // namespace af

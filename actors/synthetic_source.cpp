@@ -84,6 +84,7 @@ stage_type synthetic_source_type() {
   stage_type t;
   t.name = "synthetic_source";
   t.kind = stage_kind::source;
+  t.reassignable = true;
   t.description = "generates records in memory (tensors x: u8, label: i64)";
   t.check = check;
   t.make = [](const stage_info& info, const topology::Stage& s) {

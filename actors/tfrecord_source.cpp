@@ -48,14 +48,40 @@ source_config config_of(const topology::Stage& s) {
 class tfrecord_source : public stage_logic {
 public:
   tfrecord_source(const stage_info& info, source_config cfg)
-    : label_(info.label()), cfg_(std::move(cfg)) {
-    auto all = expand_file_patterns(cfg_.patterns);
-    for (size_t i = 0; i < all.size(); ++i)
-      if (i % info.replicas == info.replica)
-        files_.push_back({all[i], static_cast<uint32_t>(i)});
+    : label_(info.label()), cfg_(std::move(cfg)), replicas_(info.replicas) {
+    all_ = expand_file_patterns(cfg_.patterns);
+    files_ = share_of(info.replica);
+    own_ = files_;
     if (files_.empty())
       spdlog::warn("{}: no file to read ({} files for {} replicas)", label_,
-                   all.size(), info.replicas);
+                   all_.size(), info.replicas);
+  }
+
+  // The files of a lost replica are read here too: those of every epoch
+  // from `from_epoch` on, and at once those of the epochs this replica is
+  // past already.
+  void take_over(uint32_t replica, uint64_t from_epoch) override {
+    auto share = share_of(replica);
+    taken_.push_back({replica, from_epoch});
+    auto epochs = static_cast<uint64_t>(cfg_.epochs);
+    uint64_t passes = 0;
+    if (epoch_ >= epochs) {
+      // Done already: the owed passes go out under the last epoch.
+      passes = from_epoch < epochs ? epochs - from_epoch : 0;
+      if (passes > 0) {
+        epoch_ = epochs - 1;
+        files_.clear();
+        next_file_ = 0;
+        reopened_ = true;
+      }
+    } else if (from_epoch <= epoch_) {
+      passes = epoch_ - from_epoch + 1;
+    }
+    for (uint64_t p = 0; p < passes; ++p)
+      files_.insert(files_.end(), share.begin(), share.end());
+    spdlog::warn("{}: takes over the {} files of replica {} from epoch {} ({} "
+                 "passes now)",
+                 label_, share.size(), replica, from_epoch, passes);
   }
 
   // Items are filled across file boundaries, so that every item of an
@@ -68,9 +94,10 @@ public:
       refill_open_files();
       if (open_.empty()) {
         bool pushed = push_item(out);
-        out.end_epoch(epoch_);
+        if (!reopened_)
+          out.end_epoch(epoch_);
         ++epoch_;
-        next_file_ = 0;
+        next_epoch_files();
         if (pushed)
           return epoch_ < static_cast<uint64_t>(cfg_.epochs);
         continue;
@@ -129,6 +156,31 @@ private:
   struct file_entry {
     std::string path;
     uint32_t number;  // position in the sorted list of all files
+  };
+
+  // The files of replica r of replicas_.
+  std::vector<file_entry> share_of(uint32_t r) const {
+    std::vector<file_entry> out;
+    for (size_t i = 0; i < all_.size(); ++i)
+      if (i % replicas_ == r)
+        out.push_back({all_[i], static_cast<uint32_t>(i)});
+    return out;
+  }
+
+  // The files of epoch epoch_: this replica's, then those it took over.
+  void next_epoch_files() {
+    next_file_ = 0;
+    files_ = own_;
+    for (auto& t : taken_)
+      if (t.from_epoch <= epoch_) {
+        auto share = share_of(t.replica);
+        files_.insert(files_.end(), share.begin(), share.end());
+      }
+  }
+
+  struct taken_share {
+    uint32_t replica;
+    uint64_t from_epoch;
   };
 
   struct open_file_state {
@@ -222,7 +274,12 @@ private:
 
   std::string label_;
   source_config cfg_;
-  std::vector<file_entry> files_;
+  uint32_t replicas_;
+  std::vector<std::string> all_;
+  std::vector<file_entry> own_;   // this replica's share
+  std::vector<file_entry> files_; // this epoch's: own_ and those taken over
+  std::vector<taken_share> taken_;
+  bool reopened_ = false;
   std::deque<std::unique_ptr<open_file_state>> open_;
   size_t next_file_ = 0;
   size_t turn_ = 0;
@@ -271,6 +328,7 @@ stage_type tfrecord_source_type() {
   t.kind = stage_kind::source;
   t.description = "reads TFRecord files (plain or gzip), sharded by file";
   t.blocking = true;
+  t.reassignable = true;
   t.check = check;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<tfrecord_source>(info, config_of(s));

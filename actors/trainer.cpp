@@ -67,7 +67,8 @@ public:
     model_ = std::make_unique<gpu::model>(spec_.model, *dev_);
     client_ = std::make_unique<ps_client>(*info.context->system,
                                           info.context->service(ps_service),
-                                          spec_, info.replica);
+                                          spec_, info.replica,
+                                          info.context->coordinator);
     // Registered before any data flows, so that the shards count this
     // worker from the first clock on (and notice if it dies early).
     client_->join();

@@ -133,6 +133,8 @@ std::vector<uint64_t> inbound::end_epoch(edge& e, uint64_t epoch) {
 std::vector<uint64_t> inbound::newly_complete_epochs() {
   // An epoch is complete when every input that is still running has ended
   // it; inputs that ended their stream have nothing more to say about it.
+  // A lost input (its producer's share went to another replica) has
+  // nothing to say at all.
   uint64_t complete = UINT64_MAX;
   bool any_live = false;
   for (auto& e : edges_)
@@ -142,7 +144,10 @@ std::vector<uint64_t> inbound::newly_complete_epochs() {
     }
   if (!any_live)
     for (auto& e : edges_)
-      complete = std::min(complete, e.epochs_ended);
+      if (!e.lost)
+        complete = std::min(complete, e.epochs_ended);
+  if (complete == UINT64_MAX) // every input lost
+    complete = epochs_forwarded_;
   std::vector<uint64_t> result;
   if (edges_.empty())
     return result;

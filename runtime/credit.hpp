@@ -92,6 +92,10 @@ public:
     uint64_t epochs_ended = 0;
     bool eos_received = false; // end_of_stream is in our input queue
     bool ended = false;        // ... and has been handled
+    bool replaceable = false;  // upstream_edge::replaceable
+    // Its producer was lost and its share went to another replica: ended,
+    // and it says nothing about epochs any more.
+    bool lost = false;
   };
 
   void add(caf::actor peer, std::string name, uint64_t window,

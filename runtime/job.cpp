@@ -46,6 +46,11 @@ using abort_atom = caf::atom_constant<caf::atom("af_abort")>;
 using progress_atom = caf::atom_constant<caf::atom("af_progr")>;
 using ckpt_tick_atom = caf::atom_constant<caf::atom("af_ctick")>;
 using ckpt_timeout_atom = caf::atom_constant<caf::atom("af_ctime")>;
+using restore_retry_atom = caf::atom_constant<caf::atom("af_rretry")>;
+
+// How long restoring a lost service actor keeps trying its hosts (one
+// round a second): long enough for a node restarted at the same address.
+constexpr auto restore_patience = std::chrono::seconds{30};
 
 using clock_type = std::chrono::steady_clock;
 
@@ -154,6 +159,48 @@ struct ckpt_round {
   clock_type::time_point began = clock_type::now();
 };
 
+// Where the service actors placed on nodes run, and what starting one
+// again elsewhere takes: restoring a lost parameter-server shard while the
+// job runs (docs/multi-host.md). Filled by job::start before the
+// coordinator is told to start.
+struct service_home {
+  std::string service; // "ps"
+  uint32_t index = 0;
+  std::vector<std::string> hosts; // the service's placement
+  size_t host = 0;                // where in `hosts` it runs now
+};
+
+// What the coordinator needs to know of the topology to handle lost
+// machines: where the services run and how to start them again, and which
+// stages hand a lost replica's input to another (stage_type::reassignable)
+// and who consumes them.
+struct job_plan {
+  std::map<std::string, service_home> by_label; // remote services only
+  std::map<std::string, std::string> addresses; // host name -> HOST:PORT
+  std::string topology_text;
+  std::chrono::milliseconds connect_timeout{10000};
+  std::set<std::string> reassignable; // stage names (with >1 replica)
+  std::map<std::string, std::vector<std::string>> consumers; // stage ->
+};
+
+// A service actor restored while the job ran, and the pushes lost with the
+// old one (its workers' ps_lost_atom reports, summed).
+struct restored_entry {
+  std::string label;
+  std::string text; // "ps[1] on host 'w1' from the checkpoint at step 400"
+  uint64_t lost = 0;
+};
+
+// A lost service actor being started again from the last checkpoint.
+struct restore_attempt {
+  std::string why;
+  std::vector<caf::response_promise> waiting; // ps_locate_atom requests
+  std::string failures; // of the hosts tried in this round
+  std::chrono::steady_clock::time_point began =
+    std::chrono::steady_clock::now();
+  bool retrying = false; // told the user it waits for a host
+};
+
 // What the coordinator is told at start: every replica and the service
 // actors, in spawn order.
 struct job_layout {
@@ -202,6 +249,14 @@ struct coordinator_state {
   bool halting = false;
   uint64_t checkpoints = 0;
   std::string last_checkpoint;
+  // Restoring lost service actors, reassigning lost sources' input.
+  std::shared_ptr<job_plan> plan;
+  // Why no more checkpoints are taken ("" while they are).
+  std::string no_more_checkpoints;
+  std::map<std::string, restore_attempt> restoring;
+  std::vector<restored_entry> restored;
+  // The newest checkpoint written found every replica of the cut ended.
+  bool last_ended_written = false;
 };
 
 using coordinator_actor = caf::stateful_actor<coordinator_state>;
@@ -265,6 +320,11 @@ void record_error(coordinator_actor* self, std::string message) {
   st.error = std::move(message);
   spdlog::debug("job failed: {}", st.error);
   st.round.reset(); // a checkpoint being taken is abandoned
+  auto failed = caf::make_error(caf::sec::runtime_error, st.error);
+  for (auto& [label, r] : st.restoring)
+    for (auto& rp : r.waiting)
+      rp.deliver(failed);
+  st.restoring.clear();
   kill_all(self);
 }
 
@@ -273,7 +333,8 @@ void maybe_complete(coordinator_actor* self);
 // --- checkpoints (docs/checkpoints.md) -------------------------------------
 
 bool checkpoints_on(const coordinator_state& st) {
-  return st.ckpt && st.ckpt->store && st.error.empty() && !st.halting;
+  return st.ckpt && st.ckpt->store && st.error.empty() && !st.halting
+         && st.no_more_checkpoints.empty();
 }
 
 // A replica's steps: its metric "step" (trainers), or what it had when it
@@ -344,6 +405,10 @@ void write_round(coordinator_actor* self) {
     ++st.checkpoints;
     st.last_checkpoint = st.ckpt->store->path_of(c.step);
     st.last_ckpt_step = c.step;
+    st.last_ended_written = r.states.empty()
+                            && std::all_of(r.job.ended.begin(),
+                                           r.job.ended.end(),
+                                           [](auto& e) { return e.second; });
     auto ms = std::chrono::duration<double, std::milli>(clock_type::now()
                                                         - r.began)
                 .count();
@@ -480,7 +545,8 @@ void round_lost(coordinator_actor* self, replica_entry& rep) {
 // replica of the cut ended.
 void maybe_checkpoint(coordinator_actor* self, bool timer) {
   auto& st = self->state;
-  if (!checkpoints_on(st) || st.round || st.final_taken || st.stopped)
+  if (!checkpoints_on(st) || st.round || st.final_taken || st.stopped
+      || !st.restoring.empty())
     return;
   bool all_ended = true;
   for (auto& r : st.replicas)
@@ -488,7 +554,8 @@ void maybe_checkpoint(coordinator_actor* self, bool timer) {
       all_ended = false;
   if (all_ended) {
     st.final_taken = true;
-    if (st.ckpt->at_end)
+    // A periodic checkpoint may have found every replica ended already.
+    if (st.ckpt->at_end && !st.last_ended_written)
       begin_round(self, true, false);
     return;
   }
@@ -497,6 +564,253 @@ void maybe_checkpoint(coordinator_actor* self, bool timer) {
       || (c.every_steps > 0 && global_step(st) >= st.last_ckpt_step
                                                     + c.every_steps))
     begin_round(self, false, false);
+}
+
+// --- restoring a lost service actor (docs/multi-host.md) -------------------
+
+bool can_restore(const coordinator_state& st, const std::string& label) {
+  return st.plan && st.plan->by_label.count(label) && st.ckpt
+         && st.ckpt->store;
+}
+
+void try_restore(coordinator_actor* self, const std::string& label,
+                 size_t attempt);
+
+void fail_restore(coordinator_actor* self, const std::string& label,
+                  const std::string& why) {
+  auto& st = self->state;
+  auto it = st.restoring.find(label);
+  if (it == st.restoring.end())
+    return;
+  auto lost = it->second.why;
+  record_error(self, label + " went down (" + lost
+                       + ") and could not be restored: " + why);
+}
+
+// The new actor of `label` runs on `host` with the slice of the checkpoint
+// at `step` (or its initial values: no checkpoint yet): tell it which
+// workers are gone, hand it to whoever asked, and go on with it.
+void finish_restore(coordinator_actor* self, const std::string& label,
+                    size_t host, caf::actor fresh, bool from_checkpoint,
+                    uint64_t step) {
+  auto& st = self->state;
+  auto it = st.restoring.find(label);
+  if (it == st.restoring.end() || !st.error.empty()) {
+    self->send_exit(fresh, caf::exit_reason::user_shutdown);
+    return;
+  }
+  auto waiting = std::move(it->second.waiting);
+  st.restoring.erase(it);
+  for (auto& rep : st.replicas)
+    if (rep.done || rep.down || rep.failed) {
+      auto open = rep.label.rfind('[');
+      auto replica = static_cast<uint32_t>(
+        std::strtoul(rep.label.c_str() + open + 1, nullptr, 10));
+      self->send(fresh, replica_lost_atom::value, rep.stage, replica,
+                 rep.done && !rep.failed);
+    }
+  for (auto& [name, handle] : st.services)
+    if (name == label)
+      handle = fresh;
+  self->monitor(fresh);
+  auto& home = st.plan->by_label[label];
+  home.host = host;
+  std::string line =
+    label + " on host '" + home.hosts[host] + "' from "
+    + (from_checkpoint ? "the checkpoint at step " + std::to_string(step)
+                       : std::string{"its initial values (no checkpoint "
+                                     "was written yet)"});
+  spdlog::warn("restored {}; the trainers' steps since then are lost to "
+               "it (counted as each trainer joins it)",
+               line);
+  st.restored.push_back(restored_entry{label, std::move(line), 0});
+  for (auto& rp : waiting)
+    rp.deliver(fresh);
+}
+
+// The new actor is up: load the newest checkpoint's slice into it.
+void load_restored(coordinator_actor* self, const std::string& label,
+                   size_t host, caf::actor fresh, size_t attempt) {
+  auto& st = self->state;
+  std::optional<checkpoint> c;
+  try {
+    c = st.ckpt->store->latest();
+  } catch (const std::exception& ex) {
+    self->send_exit(fresh, caf::exit_reason::user_shutdown);
+    fail_restore(self, label, ex.what());
+    return;
+  }
+  if (!c) {
+    finish_restore(self, label, host, fresh, false, 0);
+    return;
+  }
+  const std::string* bytes = nullptr;
+  for (auto& p : c->parts)
+    if (p.name == label)
+      bytes = &p.bytes;
+  auto where = st.ckpt->store->path_of(c->step);
+  if (bytes == nullptr) {
+    self->send_exit(fresh, caf::exit_reason::user_shutdown);
+    fail_restore(self, label, where + " has no part for it");
+    return;
+  }
+  auto step = c->step;
+  self->request(fresh, std::chrono::seconds{60}, ps_restore_atom::value, *bytes)
+    .then(
+      [=](uint64_t) { finish_restore(self, label, host, fresh, true, step); },
+      [=](caf::error& err) {
+        self->send_exit(fresh, caf::exit_reason::user_shutdown);
+        auto& st = self->state;
+        if (auto it = st.restoring.find(label); it != st.restoring.end()) {
+          it->second.failures += "; host '"
+                                 + st.plan->by_label[label].hosts[host]
+                                 + "': loading " + where + ": "
+                                 + self->system().render(err);
+          try_restore(self, label, attempt + 1);
+        }
+      });
+}
+
+// Starts `label` on the next host of its placement: the other hosts
+// first, its own last (a node restarted at the same address).
+void try_restore(coordinator_actor* self, const std::string& label,
+                 size_t attempt) {
+  auto& st = self->state;
+  auto it = st.restoring.find(label);
+  if (it == st.restoring.end() || !st.error.empty())
+    return;
+  auto& home = st.plan->by_label[label];
+  auto n = home.hosts.size();
+  auto& r = it->second;
+  if (attempt == 0)
+    r.failures.clear();
+  if (attempt >= n) {
+    auto why = "no host could take it (" + r.failures.substr(2) + ")";
+    if (clock_type::now() - r.began >= restore_patience) {
+      fail_restore(self, label, why + " for "
+                                  + std::to_string(restore_patience.count())
+                                  + " s");
+      return;
+    }
+    if (!r.retrying)
+      spdlog::warn("{}: {}; trying again every second for {} s", label, why,
+                   restore_patience.count());
+    r.retrying = true;
+    self->delayed_send(self, std::chrono::seconds{1},
+                       restore_retry_atom::value, label);
+    return;
+  }
+  auto host = (home.host + 1 + attempt) % n;
+  auto name = home.hosts[host];
+  auto address = st.plan->addresses[name];
+  auto next = [=](const std::string& why) {
+    auto& st = self->state;
+    if (auto it = st.restoring.find(label); it != st.restoring.end()) {
+      it->second.failures += "; host '" + name + "' (" + address + "): " + why;
+      try_restore(self, label, attempt + 1);
+    }
+  };
+  auto parsed = parse_address(address);
+  if (!parsed) {
+    next("not a HOST:PORT address");
+    return;
+  }
+  auto& sys = self->system();
+  auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
+                                      : sys.middleman().actor_handle();
+  if (r.retrying)
+    spdlog::debug("restoring {} on host '{}' ({})", label, name, address);
+  else
+    spdlog::info("restoring {} on host '{}' ({})", label, name, address);
+  self
+    ->request(mm, st.plan->connect_timeout, caf::connect_atom::value,
+              parsed->host, parsed->port)
+    .then(
+      [=](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
+        if (!ptr) {
+          next("no spawner published there");
+          return;
+        }
+        auto& st = self->state;
+        auto& home = st.plan->by_label[label];
+        self
+          ->request(caf::actor_cast<caf::actor>(ptr), std::chrono::seconds{60},
+                    spawn_service_atom::value, st.plan->topology_text,
+                    home.service, home.index,
+                    caf::actor_cast<caf::actor>(self))
+          .then(
+            [=](caf::actor& fresh) {
+              load_restored(self, label, host, std::move(fresh), attempt);
+            },
+            [=](caf::error& err) { next(self->system().render(err)); });
+      },
+      [=](caf::error& err) { next(self->system().render(err)); });
+}
+
+// Replica `lost` of a reassignable source stage went down: a surviving
+// replica takes over its share and its consumers close its edge. False
+// when no replica of the stage is left running to take it.
+bool reassign(coordinator_actor* self, replica_entry& lost,
+              const std::string& why) {
+  auto& st = self->state;
+  if (!st.plan || !st.plan->reassignable.count(lost.stage))
+    return false;
+  replica_entry* heir = nullptr;
+  for (auto& r : st.replicas)
+    if (&r != &lost && r.stage == lost.stage && !r.down && !r.done
+        && !r.failed) {
+      heir = &r;
+      break;
+    }
+  if (heir == nullptr)
+    return false;
+  uint64_t from_epoch = 0;
+  if (auto it = st.stats.find(lost.label); it != st.stats.end())
+    from_epoch = it->second.epochs_ended;
+  auto open = lost.label.rfind('[');
+  auto replica = static_cast<uint32_t>(
+    std::strtoul(lost.label.c_str() + open + 1, nullptr, 10));
+  lost.failed = true;
+  self->send(heir->handle, takeover_atom::value, replica, from_epoch);
+  for (auto& consumer : st.plan->consumers[lost.stage])
+    for (auto& r : st.replicas)
+      if (r.stage == consumer && !r.down)
+        self->send(r.handle, input_lost_atom::value, lost.label);
+  st.tolerated.push_back(lost.label + ": " + why + "; its input went to "
+                         + heir->label + " from epoch "
+                         + std::to_string(from_epoch));
+  spdlog::warn("{} went down ({}); {} takes over its input from epoch {}",
+               lost.label, why, heir->label, from_epoch);
+  if (st.ckpt && st.ckpt->store && st.no_more_checkpoints.empty()) {
+    // A checkpoint now could not say which replica reads what.
+    st.no_more_checkpoints = lost.label + "'s input was reassigned";
+    spdlog::warn("no more checkpoints in this job: {}; --resume would "
+                 "continue from the last one before",
+                 st.no_more_checkpoints);
+    if (st.round)
+      abandon_round(self, st.no_more_checkpoints);
+  }
+  return true;
+}
+
+// Service actor `label` went down while the job runs.
+void service_lost(coordinator_actor* self, const std::string& label,
+                  const std::string& why) {
+  auto& st = self->state;
+  if (!can_restore(st, label)) {
+    record_error(self, label + " went down: " + why
+                         + (st.plan && st.plan->by_label.count(label)
+                              ? " (with checkpoints, the job would restore "
+                                "it on another node: docs/multi-host.md)"
+                              : ""));
+    return;
+  }
+  spdlog::warn("{} went down ({}); restoring it from the last checkpoint",
+               label, why);
+  if (st.round)
+    abandon_round(self, label + " went down");
+  st.restoring[label].why = why;
+  try_restore(self, label, 0);
 }
 
 void maybe_complete(coordinator_actor* self) {
@@ -509,11 +823,19 @@ void maybe_complete(coordinator_actor* self) {
   // Services live as long as some stage does.
   for (auto& [label, handle] : st.services)
     self->send_exit(handle, caf::exit_reason::user_shutdown);
+  auto ended = caf::make_error(caf::sec::request_receiver_down,
+                               "the job has ended");
+  for (auto& [label, r] : st.restoring)
+    for (auto& rp : r.waiting)
+      rp.deliver(ended);
   run_result result;
   result.ok = st.error.empty();
   result.stopped = st.stopped;
   result.error = st.error;
   result.tolerated_failures = st.tolerated;
+  for (auto& r : st.restored)
+    result.restored.push_back(r.text + ": " + std::to_string(r.lost)
+                              + " steps lost");
   result.final = progress_of(st);
   result.checkpoints = st.checkpoints;
   result.last_checkpoint = st.last_checkpoint;
@@ -527,8 +849,10 @@ void maybe_complete(coordinator_actor* self) {
 
 caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
                                std::shared_ptr<result_slot> result,
-                               std::shared_ptr<ckpt_settings> ckpt) {
+                               std::shared_ptr<ckpt_settings> ckpt,
+                               std::shared_ptr<job_plan> plan) {
   self->state.opts = std::move(opts);
+  self->state.plan = std::move(plan);
   self->state.result = result;
   self->state.ckpt = ckpt;
   self->state.last_ckpt_step = ckpt->resumed_step;
@@ -550,19 +874,28 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
           auto reason = dm.reason ? caf::to_string(dm.reason)
                                   : std::string{"exited before its end of "
                                                 "stream"};
-          if (!tolerate(self, r, reason))
-            record_error(self, "stage " + r.label + " went down: " + reason);
+          if (!tolerate(self, r, reason) && !reassign(self, r, reason))
+            record_error(self, "stage " + r.label + " went down: " + reason
+                                 + (st.plan->reassignable.count(r.stage)
+                                      ? " (and no other replica of the "
+                                        "stage is left to take over its "
+                                        "input)"
+                                      : ""));
         }
       }
+    std::vector<std::string> lost;
     for (auto& [label, handle] : st.services)
-      if (handle.address() == dm.source && st.error.empty() && !st.halting) {
+      if (handle.address() == dm.source && st.error.empty() && !st.halting
+          && !st.restoring.count(label)) {
         bool ending = std::all_of(st.replicas.begin(), st.replicas.end(),
                                   [](auto& r) { return r.down; });
         if (!ending)
-          record_error(self, label + " went down: "
-                               + (dm.reason ? caf::to_string(dm.reason)
-                                            : std::string{"exited"}));
+          lost.push_back(label);
       }
+    for (auto& label : lost)
+      service_lost(self, label,
+                   dm.reason ? caf::to_string(dm.reason)
+                             : std::string{"exited"});
     maybe_checkpoint(self, false);
     maybe_complete(self);
   });
@@ -671,6 +1004,39 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
           self->send(r.handle, stop_atom::value);
     },
     [=](abort_atom, const std::string& reason) { record_error(self, reason); },
+    [=](restore_retry_atom, const std::string& label) {
+      try_restore(self, label, 0);
+    },
+    [=](ps_lost_atom, const std::string& label, uint32_t worker,
+        uint64_t pushes) {
+      auto& st = self->state;
+      for (auto r = st.restored.rbegin(); r != st.restored.rend(); ++r)
+        if (r->label == label) {
+          r->lost += pushes;
+          spdlog::warn("{}: {} steps of worker {} lost with the old one ({} "
+                       "in all)",
+                       label, pushes, worker, r->lost);
+          return;
+        }
+    },
+    // The answer is the current actor: the asker's own while it is not
+    // known to be lost here.
+    [=](ps_locate_atom, const std::string& label) -> caf::result<caf::actor> {
+      auto& st = self->state;
+      if (!st.error.empty())
+        return caf::make_error(caf::sec::runtime_error, st.error);
+      auto it = std::find_if(st.services.begin(), st.services.end(),
+                             [&](auto& s) { return s.first == label; });
+      if (it == st.services.end())
+        return caf::make_error(caf::sec::invalid_argument,
+                               "the job has no service actor " + label);
+      auto r = st.restoring.find(label);
+      if (r == st.restoring.end())
+        return it->second;
+      auto rp = self->make_response_promise<caf::actor>();
+      r->second.waiting.push_back(rp);
+      return rp;
+    },
     [=](progress_atom) {
       auto& st = self->state;
       st.opts.on_progress(progress_of(st));
@@ -780,8 +1146,19 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
                              "no checkpoint { dir: ... } section");
   }
 
+  auto plan = std::make_shared<job_plan>();
+  plan->connect_timeout = connect_timeout;
+  for (auto& h : spec.host())
+    plan->addresses[h.name()] = h.address();
+  for (auto& s : spec.stage()) {
+    if (auto* type = reg.find(s.type());
+        type != nullptr && type->reassignable && replicas_of(s) > 1)
+      plan->reassignable.insert(s.name());
+    for (auto& in : s.input())
+      plan->consumers[in.stage()].push_back(s.name());
+  }
   result.coordinator_ =
-    sys.spawn(coordinator_main, std::move(opts), slot, ckpt);
+    sys.spawn(coordinator_main, std::move(opts), slot, ckpt, plan);
 
   std::vector<std::vector<caf::actor>> replicas(spec.stage_size());
   std::vector<caf::actor> handles;
@@ -886,6 +1263,7 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
   auto context = std::make_shared<job_context>();
   context->system = &sys;
   context->topology = std::make_shared<const topology::Topology>(spec);
+  context->coordinator = result.coordinator_;
   std::vector<std::string> service_of; // flattened, for remote stages
   try {
     for (auto& service : reg.services()) {
@@ -908,6 +1286,11 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
         }
         actors.push_back(a);
         service_handles.push_back(a);
+        if (!hosts.empty()) {
+          plan->topology_text = topology_text_of(spec, topology_text);
+          plan->by_label[label] =
+            service_home{service.name, k, hosts, k % hosts.size()};
+        }
         if (resume_from) {
           auto it = resume_parts.find(label);
           if (it == resume_parts.end()) {
@@ -982,7 +1365,8 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
           auto cname = s.name() + "[" + std::to_string(cr) + "]";
           per_replica[i][cr].upstreams.push_back(upstream_edge{
             replicas[p][pr], pname, static_cast<uint64_t>(window_of(in)),
-            static_cast<uint64_t>(in.byte_budget())});
+            static_cast<uint64_t>(in.byte_budget()),
+            plan->reassignable.count(in.stage()) > 0});
           per_replica[p][pr].downstreams.push_back(
             downstream_edge{replicas[i][cr], cname});
         }

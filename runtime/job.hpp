@@ -41,6 +41,10 @@ struct run_result {
   /// Replicas that failed while the job went on (stages whose type allows
   /// it, such as trainers): "label: cause" each.
   std::vector<std::string> tolerated_failures;
+  /// Service actors (parameter-server shards) lost while the job ran and
+  /// restored from the last checkpoint on another node: one line each,
+  /// "ps[1] on host 'w1' from the checkpoint at step 400: 123 steps lost".
+  std::vector<std::string> restored;
   job_progress final;
   /// The checkpoint the job resumed from ("" if none) and its step.
   std::string resumed_from;

@@ -142,6 +142,7 @@ caf::behavior spawner_main(spawner_actor* self, const registry* reg) {
         auto context = std::make_shared<job_context>();
         context->system = &self->system();
         context->topology = std::make_shared<const topology::Topology>(spec);
+        context->coordinator = coordinator;
         for (size_t i = 0;
              i < service_names.size() && i < service_actors.size(); ++i)
           context->services[service_names[i]].push_back(service_actors[i]);

@@ -6,6 +6,10 @@
 //   worker -> shard  (ps_register_atom, worker)  -> (version)
 //       the shard counts the worker in its clocks and monitors the sender;
 //       a worker that goes down is dropped as if it had said done.
+//   worker -> shard  (ps_register_atom, worker, clock) -> (version)
+//       the same, and the worker's clock becomes at least `clock`: a
+//       worker joining a shard restored from a checkpoint while the job
+//       runs (its pushes since the checkpoint are lost with the old shard).
 //   worker -> shard  (ps_pull_atom, ps_pull)     -> ps_params
 //       answered once the staleness bound allows (see below).
 //   worker -> shard  (ps_push_atom, ps_push)     -> ps_push_ack
@@ -24,6 +28,20 @@
 //       replaces all of that with a snapshot of a shard of the same index,
 //       shard count, variables and optimizer; anything else is refused
 //       (sec::invalid_argument) and changes nothing.
+//   worker -> coordinator (ps_locate_atom, label) -> (caf::actor)
+//       shard `label` ("ps[1]") does not answer: the answer is the shard as
+//       the coordinator knows it. That is the same actor while it is not
+//       known to be lost; while it is being restored from the last
+//       checkpoint on another node (docs/multi-host.md) the answer waits
+//       for the new one; it is an error when the job cannot go on without
+//       it. A worker given a new shard registers there (with its clock) and
+//       sends its outstanding requests again. (The lost actor's handle is
+//       not sent along: CAF 0.17 holds a message that names an actor of a
+//       node it lost until it gave up routing to that node.)
+//   shard -> restorer (ps_lost_atom, label, worker, pushes)
+//       a worker joined with a clock `pushes` ahead of the one the shard
+//       was restored with: those pushes are lost. Sent to whoever sent
+//       ps_restore_atom (the coordinator).
 //
 // Clocks and the staleness bound tau (Training.ps.staleness):
 //   - a worker's clock is the number of pushes it made; push `step` s
@@ -90,6 +108,8 @@ using ps_wait_atom = caf::atom_constant<caf::atom("ps_wait")>;
 using ps_stats_atom = caf::atom_constant<caf::atom("ps_stats")>;
 using ps_snapshot_atom = caf::atom_constant<caf::atom("ps_snap")>;
 using ps_restore_atom = caf::atom_constant<caf::atom("ps_rest")>;
+using ps_locate_atom = caf::atom_constant<caf::atom("ps_where")>;
+using ps_lost_atom = caf::atom_constant<caf::atom("ps_lost")>;
 
 /// The worker id of pulls that never wait and are not counted in clocks.
 constexpr uint32_t ps_observer = std::numeric_limits<uint32_t>::max();

@@ -38,6 +38,12 @@ struct stage_type {
   /// replica of the stage runs or ended normally (trainers: the others keep
   /// training). The job fails when every replica failed.
   bool replicas_may_fail = false;
+  /// Sources: when a replica is lost (its node), a surviving replica takes
+  /// over its share of the input (stage_logic::take_over) and the job goes
+  /// on; consumers close the lost replica's edge instead of failing. Its
+  /// records since the last end of epoch it reported may come twice, none
+  /// is left out (docs/multi-host.md).
+  bool reassignable = false;
   /// Checkpoints (docs/checkpoints.md). A replica's state is taken at the
   /// cut through stage_logic::snapshot() unless `replay_on_resume` is set:
   /// then the stage and every stage upstream of it are left out of the cut

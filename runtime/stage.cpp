@@ -55,6 +55,11 @@ uint64_t stage_logic::quiesce() {
 void stage_logic::resume() {
 }
 
+void stage_logic::take_over(uint32_t, uint64_t) {
+  throw std::logic_error("this stage type cannot take over a lost "
+                         "replica's input");
+}
+
 void stage_logic::metrics(std::vector<metric>&) const {
 }
 
@@ -105,6 +110,7 @@ struct stage_state : emitter {
   bool produce_scheduled = false;
   // produce() returned false or a stop came: no more produce() calls.
   bool produce_done = false;
+  bool stopped_early = false; // a stop request ended producing
   bool finished = false; // finish() ran, end_of_stream is queued
   bool failed = false;   // a stream_error was raised or received
   stage_stats stats;
@@ -233,6 +239,13 @@ void flush_outputs(stage_actor* self) {
       send_envelopes(self);
       for (auto& e : st.out.edges())
         self->send(e.peer, end_of_epoch_atom::value, ev.epoch);
+      st.stats.epochs_ended = std::max(st.stats.epochs_ended, ev.epoch + 1);
+      // The coordinator hears of a source's epochs at once: if this
+      // replica is lost, another takes over its share from the epoch it
+      // was in (stage_type::reassignable), and a stale count would repeat
+      // a whole epoch of it.
+      if (st.source && st.setup.coordinator)
+        self->send(st.setup.coordinator, stats_atom::value, snapshot(st));
     } else if (ev.kind == output_event::barrier) {
       send_envelopes(self);
       for (auto& e : st.out.edges())
@@ -364,6 +377,7 @@ void stop_producing(stage_actor* self) {
   if (st.source)
     spdlog::info("{}: stopping early on request", st.label);
   st.produce_done = true;
+  st.stopped_early = true;
   for (auto& e : st.in.edges())
     if (!e.eos_received)
       self->send(e.peer, stop_atom::value);
@@ -527,6 +541,8 @@ void enqueue_items(stage_actor* self, batch* items, size_t count) {
   }
 }
 
+void lose_input(stage_actor* self, inbound::edge& e, const std::string& why);
+
 caf::behavior running(stage_actor* self) {
   return {
     [=](std::vector<batch>& items) {
@@ -606,6 +622,29 @@ caf::behavior running(stage_actor* self) {
     [=](produce_atom) {
       on_message(self, [&] { self->state.produce_scheduled = false; });
     },
+    [=](takeover_atom, uint32_t replica, uint64_t from_epoch) {
+      on_message(self, [&] {
+        auto& st = self->state;
+        if (st.failed || st.stopped_early)
+          return;
+        try {
+          if (st.finished)
+            throw std::runtime_error("it has ended its stream already");
+          st.setup.logic->take_over(replica, from_epoch);
+          st.produce_done = false; // produce() decides again
+        } catch (const std::exception& ex) {
+          fail(self, std::string{"cannot take over replica "}
+                       + std::to_string(replica) + ": " + ex.what());
+        }
+      });
+    },
+    [=](input_lost_atom, const std::string& producer) {
+      on_message(self, [&] {
+        for (auto& e : self->state.in.edges())
+          if (e.name == producer)
+            lose_input(self, e, "its node is lost, the coordinator says");
+      });
+    },
     [=](stop_atom) {
       // From the coordinator (Ctrl-C) or from a consumer that needs no more
       // input (take): stop producing and pass the request upstream.
@@ -632,6 +671,22 @@ caf::behavior running(stage_actor* self) {
   };
 }
 
+// The producer of `e` was lost and its share of the input went to another
+// replica (stage_type::reassignable): what it sent is processed, then the
+// edge counts as ended.
+void lose_input(stage_actor* self, inbound::edge& e, const std::string& why) {
+  auto& st = self->state;
+  if (e.eos_received)
+    return;
+  spdlog::warn("{}: input '{}' was lost ({}); another replica takes over its "
+               "share",
+               st.label, e.name, why);
+  e.eos_received = true;
+  e.lost = true;
+  size_t idx = static_cast<size_t>(&e - st.in.edges().data());
+  arrive(st, input_event{input_event::stream_end, idx, batch{}, 0});
+}
+
 void on_down(stage_actor* self, caf::down_msg& dm) {
   on_message(self, [&] {
     auto& st = self->state;
@@ -644,6 +699,11 @@ void on_down(stage_actor* self, caf::down_msg& dm) {
       return;
     }
     if (auto* e = st.in.find(id)) {
+      if (!e->eos_received && e->replaceable) {
+        lose_input(self, *e, dm.reason ? caf::to_string(dm.reason)
+                                       : std::string{"exited"});
+        return;
+      }
       if (!e->eos_received && st.paused && !st.ckpt_pending) {
         // Stopped at a checkpoint's cut: the job ends here on purpose and
         // nothing that was in flight is lost (it is in the checkpoint).
@@ -696,6 +756,7 @@ caf::behavior stage_main(stage_actor* self, stage_setup setup) {
       auto& st = self->state;
       for (auto& u : w.upstreams) {
         st.in.add(u.peer, u.name, u.window, u.byte_budget);
+        st.in.edges().back().replaceable = u.replaceable;
         self->monitor(u.peer);
         self->send(u.peer, open_atom::value, u.window, u.byte_budget);
       }

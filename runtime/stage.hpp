@@ -50,11 +50,14 @@ public:
 
 /// What a job shares with every stage it creates: the actor system, the
 /// whole topology (a trainer reads the model from it) and the actors of the
-/// job's services (the parameter-server shards), by service name.
+/// job's services (the parameter-server shards), by service name, and the
+/// job's coordinator (which knows where a lost service actor was restored:
+/// ps_locate_atom in runtime/ps.hpp).
 struct job_context {
   caf::actor_system* system = nullptr;
   std::shared_ptr<const topology::Topology> topology;
   std::map<std::string, std::vector<caf::actor>> services;
+  caf::actor coordinator;
   /// The service's actors, or an empty list.
   const std::vector<caf::actor>& service(const std::string& name) const;
 };
@@ -110,6 +113,12 @@ public:
   /// Continues from a snapshot(); throws std::invalid_argument if `state`
   /// is not one of this stage's snapshots.
   virtual void restore(const std::string& state);
+  /// Sources of a stage_type::reassignable type: replica `replica` of this
+  /// stage was lost after it had ended `from_epoch` epochs; from now on
+  /// this replica also produces that replica's share of every epoch from
+  /// `from_epoch` on (the share of epochs this replica is already past is
+  /// produced in its current epoch). Default: throws std::logic_error.
+  virtual void take_over(uint32_t replica, uint64_t from_epoch);
   /// Checkpoints: the stream is cut here (every input delivered the
   /// barrier and every item before it was processed). Finish the work of
   /// the items received so far, so that snapshot() plus what was pushed

@@ -61,6 +61,8 @@ struct stage_stats {
   std::vector<edge_stats> out_edges;
   /// The stage logic's own metrics (stage_logic::metrics).
   std::vector<metric> metrics;
+  /// Epochs whose end was sent downstream.
+  uint64_t epochs_ended = 0;
 };
 
 template <class Inspector>
@@ -68,7 +70,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_stats& x) {
   return f(caf::meta::type_name("af::stage_stats"), x.stage, x.stage_name,
            x.replica, x.is_sink, x.items_in, x.records_in, x.bytes_in,
            x.items_out, x.records_out, x.bytes_out, x.busy_s, x.wait_input_s,
-           x.wait_credit_s, x.out_edges, x.metrics);
+           x.wait_credit_s, x.out_edges, x.metrics, x.epochs_ended);
 }
 
 } // namespace af

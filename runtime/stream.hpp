@@ -75,6 +75,13 @@ using checkpoint_atom = caf::atom_constant<caf::atom("af_ckpt")>;
 using barrier_atom = caf::atom_constant<caf::atom("af_barr")>;
 using resume_atom = caf::atom_constant<caf::atom("af_resume")>;
 using restore_atom = caf::atom_constant<caf::atom("af_restor")>;
+/// coordinator -> surviving source replica: (takeover_atom, replica,
+/// from_epoch), stage_logic::take_over.
+using takeover_atom = caf::atom_constant<caf::atom("af_takeov")>;
+/// coordinator -> consumer replicas: (input_lost_atom, producer label), a
+/// lost replica of a reassignable stage: its edge is closed as if it had
+/// ended (a consumer on a third node may not see it go down itself).
+using input_lost_atom = caf::atom_constant<caf::atom("af_inlost")>;
 
 /// A failure report. `stage` is the stage replica where it began ("decode[1]")
 /// and stays unchanged while the report travels downstream.
@@ -97,12 +104,15 @@ struct upstream_edge {
   std::string name;         // producer replica, e.g. "reader[0]"
   uint64_t window = 8;      // items in flight, >= 1
   uint64_t byte_budget = 0; // payload bytes in flight, 0 = unlimited
+  // The producer's stage is stage_type::reassignable (and has several
+  // replicas): losing this producer closes the edge instead of failing.
+  bool replaceable = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, upstream_edge& x) {
   return f(caf::meta::type_name("af::upstream_edge"), x.peer, x.name, x.window,
-           x.byte_budget);
+           x.byte_budget, x.replaceable);
 }
 
 struct downstream_edge {

@@ -79,6 +79,8 @@ void print_summary(std::FILE* out, const std::string& job_name,
   for (auto& f : r.tolerated_failures)
     std::fprintf(out, "  replica lost%s: %s\n", r.ok ? ", job went on" : "",
                  f.c_str());
+  for (auto& line : r.restored)
+    std::fprintf(out, "  restored: %s\n", line.c_str());
   if (!r.resumed_from.empty())
     std::fprintf(out, "  resumed from %s (step %llu)\n",
                  r.resumed_from.c_str(),

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "proto/example.pb.h"
@@ -374,6 +375,72 @@ TEST_CASE("a tfrecord_source restored from a snapshot continues exactly "
   for (size_t i = 0; i < all.items.size(); ++i)
     CHECK(part.items[i].at("record") == all.items[i].at("record"));
   CHECK_THROWS_AS(second->restore("garbage"), std::invalid_argument);
+}
+
+TEST_CASE("a source replica that takes over a lost one produces its share "
+          "of every epoch from the one it was lost in",
+          "[input]") {
+  // Two replicas, three epochs; replica 1 is lost after it ended epoch 1
+  // (from_epoch 1): its share must come from replica 0 for epochs 1 and 2,
+  // whether replica 0 is behind it, ahead of it or done when told.
+  temp_dir dir;
+  write_dataset(dir, 5, 7);
+  registry reg = make_registry(std::make_shared<observations>());
+  topology::Stage tf;
+  tf.set_type("tfrecord_source");
+  tf.mutable_tfrecord_source()->add_files(dir.path() + "/data-*.tfrecord");
+  tf.mutable_tfrecord_source()->set_records_per_item(3);
+  tf.mutable_tfrecord_source()->set_interleave(2);
+  tf.mutable_tfrecord_source()->set_epochs(3);
+  topology::Stage ctr;
+  ctr.set_type("ctr_source");
+  ctr.mutable_ctr_source()->set_records(35);
+  ctr.mutable_ctr_source()->set_features(2);
+  ctr.mutable_ctr_source()->set_vocabulary(10);
+  ctr.mutable_ctr_source()->set_records_per_item(3);
+  ctr.mutable_ctr_source()->set_epochs(3);
+  for (auto* s : {&tf, &ctr}) {
+    auto* type = reg.find(s->type());
+    REQUIRE(type->reassignable);
+    stage_info r0{"r", s->type(), 0, 2, 0, nullptr};
+    stage_info r1{"r", s->type(), 1, 2, 0, nullptr};
+    // Each replica alone, whole: which records are whose.
+    std::map<int64_t, int> share0, share1;
+    for (auto [info, share] : {std::pair{&r0, &share0}, {&r1, &share1}}) {
+      auto whole = type->make(*info, *s);
+      collecting_emitter out;
+      while (whole->produce(out)) {
+      }
+      for (auto& b : out.items)
+        for (int64_t i = 0; i < b.records(); ++i)
+          ++(*share)[b.at("index").data_as<int64_t>()[i]];
+    }
+    REQUIRE(share0.size() + share1.size() == 35);
+    // When replica 0 is told: after `calls` produce() calls (-1: done).
+    for (int calls : {2, 15, 25, -1}) {
+      INFO(s->type() << ", told after " << calls << " calls");
+      auto heir = type->make(r0, *s);
+      collecting_emitter out;
+      bool more = true;
+      for (int i = 0; (calls < 0 || i < calls) && more; ++i)
+        more = heir->produce(out);
+      if (calls < 0)
+        REQUIRE_FALSE(more);
+      heir->take_over(1, 1);
+      while (heir->produce(out)) {
+      }
+      std::map<int64_t, int> seen;
+      for (auto& b : out.items)
+        for (int64_t i = 0; i < b.records(); ++i)
+          ++seen[b.at("index").data_as<int64_t>()[i]];
+      for (auto& [id, n] : share0)
+        CHECK(seen[id] == n);
+      for (auto& [id, n] : share1)
+        CHECK(seen[id] == n - 1);
+      CHECK(seen.size() == 35);
+      CHECK(out.epochs_ended == std::vector<uint64_t>{0, 1, 2});
+    }
+  }
 }
 
 TEST_CASE("the batcher stacks bytes tensors and fixed tensors alike",

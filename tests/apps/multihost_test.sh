@@ -146,6 +146,104 @@ shard_frozen() {
   echo "node w3, thawed, exited with ${node_rc[w3]} on SIGTERM"
 }
 
+# shard_killed WHERE: the CTR job of data/multi_restore.pbtxt.in (with
+# checkpoints), where w3 holds parameter-server shard ps[1]; w3 is killed
+# (SIGKILL) after the first checkpoint. The job must restore the shard
+# from that checkpoint and finish: all 400000 samples trained, the AUC
+# near the planted model's, the steps lost in the log and in the report.
+# WHERE: "other" (the template: ps on w1 and w3, so ps[1] moves to w1),
+# "frozen" (the same, but w3 gets SIGSTOP instead: the heartbeat finds it
+# out; thawed at the end, it drops its part of the job), or "restarted"
+# (both shards on w3, and w3 is started again at its address as node w3b:
+# both shards come back there).
+shard_killed() {
+  local where=$1 took shards=(1) k host
+  start_node w1; start_node w2; start_node w3
+  topology multi_restore "${port[w1]}" "${port[w2]}" "${port[w3]}"
+  sed -i "s|@D@|$tmp/ckpt|" "$topo"
+  host=w1
+  if [ "$where" = restarted ]; then
+    sed -i 's/hosts: \["w1", "w3"\]/hosts: ["w3"]/' "$topo"
+    grep -q 'ps { shards: 2 staleness: 2 hosts: \["w3"\] }' "$topo" \
+      || fail "the shards are not both placed on w3"
+    shards=(0 1); host=w3
+  fi
+  start_job 90 "$tmp/err" 'checkpoint at step [0-9]\+ written'
+  t_kill=$(date +%s.%N)
+  if [ "$where" = frozen ]; then
+    freeze w3
+  else
+    kill -KILL "${node_pid[w3]}"
+    echo "killed node w3 (pid ${node_pid[w3]})"
+  fi
+  [ "$where" = restarted ] && start_node w3b "127.0.0.1:${port[w3]}"
+  wait $job; rc=$?
+  took=$(since "$t_kill")
+  echo "the job ended (exit $rc) $took s after w3 was stopped"
+  expect_rc 0
+  expect_out "job 'multi-restore' finished"
+  expect_out "^  training: [0-9]\+ steps, 400000 samples, "
+  for k in "${shards[@]}"; do
+    expect_err "ps\[$k\] went down (.*); restoring it from the last checkpoint"
+    expect_out "^  restored: ps\[$k\] on host '$host' from the checkpoint at step [0-9]\+: [0-9]\+ steps lost$"
+    expect_err "ps\[$k\]: [0-9]\+ steps of worker [01] lost with the old one"
+  done
+  grep '^  restored: ' "$tmp/out"
+  ! grep -q 'replica lost' "$tmp/out" || fail "a trainer was lost with the shard"
+  read_auc; expect_auc_near_planted
+  wait_log w1 "node: job ended" 15
+  wait_log w2 "node: job ended" 15
+  if [ "$where" = frozen ]; then
+    thaw w3
+    expect_clean_end
+  else
+    expect_clean_end w3
+  fi
+}
+
+# reader_killed: data/multi_reader.pbtxt.in over Fashion-MNIST's test
+# split in 8 TFRecord shards (3 epochs: 30000 records), fault-free first,
+# then with w3 (reader[1]) killed mid-job. reader[0] must take over
+# reader[1]'s files from the epoch it was in, so that no file is left out:
+# at least 30000 records arrive; at most one epoch of reader[1]'s share
+# (5000) more, the records it had sent of the epoch it was lost in.
+reader_killed() {
+  local fm labels n
+  fm=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 't10k-images') \
+    || { echo "SKIP: dataset-fashion-mnist is not installed"; exit 0; }
+  labels=${fm/images-idx3/labels-idx1}
+  mkdir -p "$tmp/shards"
+  "$bin" convert idx --images "$fm" --labels "$labels" --out "$tmp/shards/t10k" \
+    --shards 8 >/dev/null 2>&1 || fail "convert failed"
+  start_node w1; start_node w2; start_node w3
+  topology multi_reader "${port[w1]}" "${port[w2]}" "${port[w3]}"
+  sed -i "s|@D@|$tmp/shards|" "$topo"
+  run_limited 90 run "$topo" --no-progress
+  expect_rc 0
+  expect_out "^  delivered: 30000 records"
+  for n in w1 w2 w3; do wait_log "$n" "node: job ended" 15; done
+  start_job 90 "$tmp/node-w3.err" 'node: started reader\[1\]'
+  sleep 1.5
+  alive "$job" || fail "the job ended before w3 was killed"
+  t_kill=$(date +%s.%N)
+  kill -KILL "${node_pid[w3]}"
+  echo "killed node w3 (pid ${node_pid[w3]})"
+  wait $job; rc=$?
+  echo "the job ended (exit $rc) $(since "$t_kill") s after w3 was killed"
+  expect_rc 0
+  expect_err "reader\[1\] went down (.*); reader\[0\] takes over its input from epoch [0-2]"
+  expect_out "^  replica lost, job went on: reader\[1\]: .*; its input went to reader\[0\] from epoch [0-2]$"
+  node_has w1 "reader\[0\]: takes over the 4 files of replica 1 from epoch [0-2]"
+  node_has w2 "batch\[0\]: input 'reader\[1\]' was lost"
+  n=$(sed -n 's/^  delivered: \([0-9]\+\) records.*/\1/p' "$tmp/out")
+  echo "delivered $n records (30000 without the fault)"
+  [ -n "$n" ] && [ "$n" -ge 30000 ] && [ "$n" -le 35000 ] \
+    || fail "delivered ${n:-no} records: expected 30000 to 35000"
+  wait_log w1 "node: job ended" 15
+  wait_log w2 "node: job ended" 15
+  expect_clean_end w3
+}
+
 # The CTR job of data/multi_placement.pbtxt.in on nodes w1 and w2.
 run_placement() {
   topology multi_placement "${port[w1]}" "${port[w2]}"
@@ -294,6 +392,18 @@ EOF
     ;;
   shard_node_frozen)
     shard_frozen node
+    ;;
+  shard_node_killed)
+    shard_killed other
+    ;;
+  reader_node_killed)
+    reader_killed
+    ;;
+  shard_node_restarted)
+    shard_killed restarted
+    ;;
+  shard_node_frozen_restored)
+    shard_killed frozen
     ;;
   shard_node_frozen_local_trainers)
     shard_frozen local
