@@ -43,6 +43,8 @@ bool outbound::credit(peer_id id, uint64_t items, uint64_t bytes) {
     return false;
   e->in_flight_items -= std::min(items, e->in_flight_items);
   e->in_flight_bytes -= std::min(bytes, e->in_flight_bytes);
+  for (uint64_t i = 0; i < items && !e->unacked.empty(); ++i)
+    e->unacked.pop_front();
   return true;
 }
 
@@ -66,12 +68,17 @@ void outbound::sent(edge& e, uint64_t bytes) noexcept {
     std::max(e.stats.max_in_flight_bytes, e.in_flight_bytes);
 }
 
-uint64_t outbound::remove(peer_id id) {
+uint64_t outbound::remove(peer_id id, std::vector<batch>* resend) {
   auto i = std::find_if(edges_.begin(), edges_.end(),
                         [id](const edge& e) { return e.id == id; });
   if (i == edges_.end())
     return 0;
   auto lost = i->in_flight_items;
+  if (resend != nullptr && i->keep) {
+    lost -= std::min<uint64_t>(lost, i->unacked.size());
+    for (auto& b : i->unacked)
+      resend->push_back(std::move(b));
+  }
   i->stats.lost_items += lost;
   removed_.push_back(i->stats);
   edges_.erase(i);

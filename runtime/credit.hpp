@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ public:
     /// they leave as one message at the end of the current step.
     std::vector<batch> envelope;
     edge_stats stats;
+    /// downstream_edge::resend: what was sent and not yet credited back,
+    /// oldest first.
+    bool keep = false;
+    std::deque<batch> unacked;
 
     uint64_t unused_items() const noexcept {
       return in_flight_items >= stats.window ? 0
@@ -63,8 +68,9 @@ public:
   edge* pick(uint64_t bytes) noexcept;
   void sent(edge& e, uint64_t bytes) noexcept;
   /// Removes a consumer that went down; returns the items it had in flight
-  /// (lost with it). Returns 0 for an unknown peer.
-  uint64_t remove(peer_id id);
+  /// (lost with it). Returns 0 for an unknown peer. An edge that keeps what
+  /// it sent moves those items to `resend` instead (not counted as lost).
+  uint64_t remove(peer_id id, std::vector<batch>* resend = nullptr);
 
   bool empty() const noexcept { return edges_.empty(); }
   const std::vector<edge>& edges() const noexcept { return edges_; }
@@ -93,6 +99,7 @@ public:
     bool eos_received = false; // end_of_stream is in our input queue
     bool ended = false;        // ... and has been handled
     bool replaceable = false;  // upstream_edge::replaceable
+    bool resend = false;       // upstream_edge::resend
     // Its producer was lost and its share went to another replica: ended,
     // and it says nothing about epochs any more.
     bool lost = false;

@@ -180,7 +180,11 @@ struct job_plan {
   std::string topology_text;
   std::chrono::milliseconds connect_timeout{10000};
   std::set<std::string> reassignable; // stage names (with >1 replica)
+  // one_to_one stages with >1 replica: a lost replica's unfinished items
+  // go to the others (downstream_edge::resend).
+  std::set<std::string> resent;
   std::map<std::string, std::vector<std::string>> consumers; // stage ->
+  std::map<std::string, std::vector<std::string>> producers; // stage ->
 };
 
 // A service actor restored while the job ran, and the pushes lost with the
@@ -747,6 +751,43 @@ void try_restore(coordinator_actor* self, const std::string& label,
       [=](caf::error& err) { next(self->system().render(err)); });
 }
 
+// Replica `lost` of a one_to_one stage with other replicas went down: its
+// producers send what it had not finished to the others, its consumers
+// close its edge. False when no replica of the stage is left running.
+bool resend_lost(coordinator_actor* self, replica_entry& lost,
+                 const std::string& why) {
+  auto& st = self->state;
+  if (!st.plan || !st.plan->resent.count(lost.stage))
+    return false;
+  auto alive = std::any_of(st.replicas.begin(), st.replicas.end(),
+                           [&](auto& r) {
+                             return &r != &lost && r.stage == lost.stage
+                                    && !r.down && !r.done && !r.failed;
+                           });
+  if (!alive)
+    return false;
+  lost.failed = true;
+  for (auto& producer : st.plan->producers[lost.stage])
+    for (auto& r : st.replicas)
+      if (r.stage == producer && !r.down)
+        self->send(r.handle, output_lost_atom::value, lost.label);
+  for (auto& consumer : st.plan->consumers[lost.stage])
+    for (auto& r : st.replicas)
+      if (r.stage == consumer && !r.down)
+        self->send(r.handle, input_lost_atom::value, lost.label);
+  st.tolerated.push_back(lost.label + ": " + why
+                         + "; its unfinished items went to the other "
+                           "replicas");
+  spdlog::warn("{} went down ({}); its unfinished items go to the other "
+               "replicas of {}",
+               lost.label, why, lost.stage);
+  // Items sent again now come after the barrier of a checkpoint being
+  // taken, while they were read before its cut.
+  if (st.round)
+    abandon_round(self, lost.label + " was lost");
+  return true;
+}
+
 // Replica `lost` of a reassignable source stage went down: a surviving
 // replica takes over its share and its consumers close its edge. False
 // when no replica of the stage is left running to take it.
@@ -874,12 +915,14 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
           auto reason = dm.reason ? caf::to_string(dm.reason)
                                   : std::string{"exited before its end of "
                                                 "stream"};
-          if (!tolerate(self, r, reason) && !reassign(self, r, reason))
+          if (!tolerate(self, r, reason) && !reassign(self, r, reason)
+              && !resend_lost(self, r, reason))
             record_error(self, "stage " + r.label + " went down: " + reason
                                  + (st.plan->reassignable.count(r.stage)
+                                        || st.plan->resent.count(r.stage)
                                       ? " (and no other replica of the "
                                         "stage is left to take over its "
-                                        "input)"
+                                        "work)"
                                       : ""));
         }
       }
@@ -1151,11 +1194,16 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
   for (auto& h : spec.host())
     plan->addresses[h.name()] = h.address();
   for (auto& s : spec.stage()) {
-    if (auto* type = reg.find(s.type());
-        type != nullptr && type->reassignable && replicas_of(s) > 1)
+    auto* type = reg.find(s.type());
+    if (type != nullptr && type->reassignable && replicas_of(s) > 1)
       plan->reassignable.insert(s.name());
-    for (auto& in : s.input())
+    if (type != nullptr && type->one_to_one && replicas_of(s) > 1
+        && s.input_size() > 0)
+      plan->resent.insert(s.name());
+    for (auto& in : s.input()) {
       plan->consumers[in.stage()].push_back(s.name());
+      plan->producers[s.name()].push_back(in.stage());
+    }
   }
   result.coordinator_ =
     sys.spawn(coordinator_main, std::move(opts), slot, ckpt, plan);
@@ -1366,9 +1414,11 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
           per_replica[i][cr].upstreams.push_back(upstream_edge{
             replicas[p][pr], pname, static_cast<uint64_t>(window_of(in)),
             static_cast<uint64_t>(in.byte_budget()),
-            plan->reassignable.count(in.stage()) > 0});
-          per_replica[p][pr].downstreams.push_back(
-            downstream_edge{replicas[i][cr], cname});
+            plan->reassignable.count(in.stage()) > 0
+              || plan->resent.count(in.stage()) > 0,
+            plan->resent.count(s.name()) > 0});
+          per_replica[p][pr].downstreams.push_back(downstream_edge{
+            replicas[i][cr], cname, plan->resent.count(s.name()) > 0});
         }
       }
     }

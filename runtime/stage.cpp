@@ -111,6 +111,9 @@ struct stage_state : emitter {
   // produce() returned false or a stop came: no more produce() calls.
   bool produce_done = false;
   bool stopped_early = false; // a stop request ended producing
+  // Items from inputs with upstream_edge::resend whose outputs are still
+  // queued: (input edge, bytes), credited once the outputs left.
+  std::vector<std::pair<size_t, uint64_t>> credit_after_output;
   bool finished = false; // finish() ran, end_of_stream is queued
   bool failed = false;   // a stream_error was raised or received
   stage_stats stats;
@@ -232,6 +235,8 @@ void flush_outputs(stage_actor* self) {
       st.stats.records_out += static_cast<uint64_t>(ev.value.records());
       st.stats.bytes_out += bytes;
       st.out.sent(*e, bytes);
+      if (e->keep)
+        e->unacked.push_back(ev.value); // (tensors share their buffers)
       e->envelope.push_back(std::move(ev.value));
       if (e->envelope.size() >= max_envelope)
         send_envelope(self, *e);
@@ -278,7 +283,9 @@ void handle_input(stage_actor* self) {
       st.stats.records_in += static_cast<uint64_t>(ev.value.records());
       st.stats.bytes_in += bytes;
       st.setup.logic->process(std::move(ev.value), st);
-      if (st.in.consumed(edge, bytes, false))
+      if (edge.resend && !st.outputs.empty())
+        st.credit_after_output.emplace_back(ev.edge, bytes);
+      else if (st.in.consumed(edge, bytes, false))
         send_credit(self, edge);
       break;
     }
@@ -411,6 +418,11 @@ void pump(stage_actor* self) {
         return;
       if (!st.outputs.empty())
         break;
+      // What the items made went out: their producers may forget them.
+      for (auto [idx, bytes] : st.credit_after_output)
+        if (st.in.consumed(st.in.edges()[idx], bytes, false))
+          send_credit(self, st.in.edges()[idx]);
+      st.credit_after_output.clear();
       if (!st.inputs.empty()) {
         handle_input(self);
         continue;
@@ -542,6 +554,8 @@ void enqueue_items(stage_actor* self, batch* items, size_t count) {
 }
 
 void lose_input(stage_actor* self, inbound::edge& e, const std::string& why);
+void lose_output(stage_actor* self, peer_id id, const std::string& why,
+                 bool abnormal);
 
 caf::behavior running(stage_actor* self) {
   return {
@@ -638,6 +652,16 @@ caf::behavior running(stage_actor* self) {
         }
       });
     },
+    [=](output_lost_atom, const std::string& consumer) {
+      on_message(self, [&] {
+        for (auto& e : self->state.out.edges())
+          if (e.stats.peer == consumer) {
+            lose_output(self, e.id, "its node is lost, the coordinator says",
+                        true);
+            return;
+          }
+      });
+    },
     [=](input_lost_atom, const std::string& producer) {
       on_message(self, [&] {
         for (auto& e : self->state.in.edges())
@@ -687,6 +711,33 @@ void lose_input(stage_actor* self, inbound::edge& e, const std::string& why) {
   arrive(st, input_event{input_event::stream_end, idx, batch{}, 0});
 }
 
+// Consumer `id` went down (or the coordinator says it was lost): its
+// credit is returned; what it had not credited back yet is lost with it,
+// or, on an edge that keeps it (downstream_edge::resend), goes out again
+// to the other consumers first.
+void lose_output(stage_actor* self, peer_id id, const std::string& why,
+                 bool abnormal) {
+  auto& st = self->state;
+  for (auto& e : st.out.edges())
+    if (e.id == id) {
+      auto name = e.stats.peer;
+      std::vector<batch> again;
+      auto lost = st.out.remove(id, &again);
+      for (auto it = again.rbegin(); it != again.rend(); ++it)
+        st.outputs.push_front(
+          output_event{output_event::item, std::move(*it), 0});
+      if (!again.empty())
+        spdlog::warn("{}: consumer '{}' went down ({}); the {} items it had "
+                     "not finished go to the other replicas",
+                     st.label, name, why, again.size());
+      if ((lost > 0 || abnormal) && !(st.paused && lost == 0))
+        spdlog::warn("{}: consumer '{}' went down ({}); {} items in flight "
+                     "to it were lost, its credit is returned",
+                     st.label, name, why, lost);
+      return;
+    }
+}
+
 void on_down(stage_actor* self, caf::down_msg& dm) {
   on_message(self, [&] {
     auto& st = self->state;
@@ -720,17 +771,9 @@ void on_down(stage_actor* self, caf::down_msg& dm) {
       }
       return;
     }
-    for (auto& e : st.out.edges())
-      if (e.id == id) {
-        auto name = e.stats.peer;
-        auto lost = st.out.remove(id);
-        if ((lost > 0 || dm.reason) && !(st.paused && lost == 0))
-          spdlog::warn("{}: consumer '{}' went down ({}); {} items in flight "
-                       "to it were lost, its credit is returned",
-                       st.label, name,
-                       dm.reason ? caf::to_string(dm.reason) : "exited", lost);
-        return;
-      }
+    lose_output(self, id,
+                dm.reason ? caf::to_string(dm.reason) : std::string{"exited"},
+                static_cast<bool>(dm.reason));
   });
 }
 
@@ -757,11 +800,13 @@ caf::behavior stage_main(stage_actor* self, stage_setup setup) {
       for (auto& u : w.upstreams) {
         st.in.add(u.peer, u.name, u.window, u.byte_budget);
         st.in.edges().back().replaceable = u.replaceable;
+        st.in.edges().back().resend = u.resend;
         self->monitor(u.peer);
         self->send(u.peer, open_atom::value, u.window, u.byte_budget);
       }
       for (auto& d : w.downstreams) {
         st.out.add(d.peer, d.name);
+        st.out.edges().back().keep = d.resend;
         self->monitor(d.peer);
       }
       st.source = w.upstreams.empty();

@@ -82,6 +82,10 @@ using takeover_atom = caf::atom_constant<caf::atom("af_takeov")>;
 /// lost replica of a reassignable stage: its edge is closed as if it had
 /// ended (a consumer on a third node may not see it go down itself).
 using input_lost_atom = caf::atom_constant<caf::atom("af_inlost")>;
+/// coordinator -> producer replicas: (output_lost_atom, consumer label), a
+/// lost replica of a one_to_one stage with several replicas: what was sent
+/// to it and not credited back goes to the other replicas.
+using output_lost_atom = caf::atom_constant<caf::atom("af_outlost")>;
 
 /// A failure report. `stage` is the stage replica where it began ("decode[1]")
 /// and stays unchanged while the report travels downstream.
@@ -105,24 +109,34 @@ struct upstream_edge {
   uint64_t window = 8;      // items in flight, >= 1
   uint64_t byte_budget = 0; // payload bytes in flight, 0 = unlimited
   // The producer's stage is stage_type::reassignable (and has several
-  // replicas): losing this producer closes the edge instead of failing.
+  // replicas), or one_to_one with several: losing this producer closes
+  // the edge instead of failing.
   bool replaceable = false;
+  // The producer keeps what it sent until credit comes back for it
+  // (downstream_edge::resend): credit for an item goes back only once the
+  // outputs made from it have left, so that nothing is lost with us.
+  bool resend = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, upstream_edge& x) {
   return f(caf::meta::type_name("af::upstream_edge"), x.peer, x.name, x.window,
-           x.byte_budget, x.replaceable);
+           x.byte_budget, x.replaceable, x.resend);
 }
 
 struct downstream_edge {
   caf::actor peer;
   std::string name;
+  // The consumer's stage is one_to_one with several replicas: keep what
+  // was sent to it until its credit comes back, and if it is lost, send
+  // that to another replica (at-least-once).
+  bool resend = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, downstream_edge& x) {
-  return f(caf::meta::type_name("af::downstream_edge"), x.peer, x.name);
+  return f(caf::meta::type_name("af::downstream_edge"), x.peer, x.name,
+           x.resend);
 }
 
 /// Everything a stage replica needs to know about its edges.

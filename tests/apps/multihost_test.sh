@@ -201,14 +201,13 @@ shard_killed() {
   fi
 }
 
-# reader_killed: data/multi_reader.pbtxt.in over Fashion-MNIST's test
-# split in 8 TFRecord shards (3 epochs: 30000 records), fault-free first,
-# then with w3 (reader[1]) killed mid-job. reader[0] must take over
-# reader[1]'s files from the epoch it was in, so that no file is left out:
-# at least 30000 records arrive; at most one epoch of reader[1]'s share
-# (5000) more, the records it had sent of the epoch it was lost in.
-reader_killed() {
-  local fm labels n
+# input_node_killed TEMPLATE STAGE: Fashion-MNIST's test split in 8
+# TFRecord shards (3 epochs: 30000 records) through the job of
+# data/TEMPLATE.pbtxt.in, fault-free first, then with w3 (replica 1 of
+# STAGE) killed mid-job; checks that the job finishes and says so, and
+# sets n to the records delivered.
+input_node_killed() {
+  local template=$1 stage=$2 fm labels
   fm=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 't10k-images') \
     || { echo "SKIP: dataset-fashion-mnist is not installed"; exit 0; }
   labels=${fm/images-idx3/labels-idx1}
@@ -216,13 +215,13 @@ reader_killed() {
   "$bin" convert idx --images "$fm" --labels "$labels" --out "$tmp/shards/t10k" \
     --shards 8 >/dev/null 2>&1 || fail "convert failed"
   start_node w1; start_node w2; start_node w3
-  topology multi_reader "${port[w1]}" "${port[w2]}" "${port[w3]}"
+  topology "$template" "${port[w1]}" "${port[w2]}" "${port[w3]}"
   sed -i "s|@D@|$tmp/shards|" "$topo"
   run_limited 90 run "$topo" --no-progress
   expect_rc 0
   expect_out "^  delivered: 30000 records"
   for n in w1 w2 w3; do wait_log "$n" "node: job ended" 15; done
-  start_job 90 "$tmp/node-w3.err" 'node: started reader\[1\]'
+  start_job 90 "$tmp/node-w3.err" "node: started $stage\\[1\\]"
   sleep 1.5
   alive "$job" || fail "the job ended before w3 was killed"
   t_kill=$(date +%s.%N)
@@ -231,14 +230,41 @@ reader_killed() {
   wait $job; rc=$?
   echo "the job ended (exit $rc) $(since "$t_kill") s after w3 was killed"
   expect_rc 0
+  n=$(sed -n 's/^  delivered: \([0-9]\+\) records.*/\1/p' "$tmp/out")
+  echo "delivered $n records (30000 without the fault)"
+}
+
+# reader_killed: data/multi_reader.pbtxt.in, two readers on w1 and w3.
+# reader[0] must take over reader[1]'s files from the epoch it was in, so
+# that no file is left out: at least 30000 records arrive; at most one
+# epoch of reader[1]'s share (5000) more, the records it had sent of the
+# epoch it was lost in.
+reader_killed() {
+  input_node_killed multi_reader reader
   expect_err "reader\[1\] went down (.*); reader\[0\] takes over its input from epoch [0-2]"
   expect_out "^  replica lost, job went on: reader\[1\]: .*; its input went to reader\[0\] from epoch [0-2]$"
   node_has w1 "reader\[0\]: takes over the 4 files of replica 1 from epoch [0-2]"
   node_has w2 "batch\[0\]: input 'reader\[1\]' was lost"
-  n=$(sed -n 's/^  delivered: \([0-9]\+\) records.*/\1/p' "$tmp/out")
-  echo "delivered $n records (30000 without the fault)"
   [ -n "$n" ] && [ "$n" -ge 30000 ] && [ "$n" -le 35000 ] \
     || fail "delivered ${n:-no} records: expected 30000 to 35000"
+  wait_log w1 "node: job ended" 15
+  wait_log w2 "node: job ended" 15
+  expect_clean_end w3
+}
+
+# decoder_killed: data/multi_decode.pbtxt.in, one reader on w1, two
+# decoders on w2 and w3. The reader must send what decode[1] had not
+# finished to decode[0]: at least 30000 records arrive, and at most the
+# few items decode[1] had passed on without its credit reaching the reader
+# come twice (window 4 of 50 records: the test allows 400).
+decoder_killed() {
+  input_node_killed multi_decode decode
+  expect_err "decode\[1\] went down (.*); its unfinished items go to the other replicas of decode"
+  expect_out "^  replica lost, job went on: decode\[1\]: .*; its unfinished items went to the other replicas$"
+  node_has w1 "reader\[0\]: consumer 'decode\[1\]' went down (its node is lost, the coordinator says); the [0-9]\+ items it had not finished go to the other replicas"
+  grep 'consumer .decode\[1\]' "$tmp/node-w1.err"
+  [ -n "$n" ] && [ "$n" -ge 30000 ] && [ "$n" -le 30400 ] \
+    || fail "delivered ${n:-no} records: expected 30000 to 30400"
   wait_log w1 "node: job ended" 15
   wait_log w2 "node: job ended" 15
   expect_clean_end w3
@@ -398,6 +424,9 @@ EOF
     ;;
   reader_node_killed)
     reader_killed
+    ;;
+  decoder_node_killed)
+    decoder_killed
     ;;
   shard_node_restarted)
     shard_killed restarted

@@ -89,6 +89,53 @@ TEST_CASE_METHOD(
 }
 
 TEST_CASE_METHOD(peers,
+                 "an edge that keeps what it sent gives back, when its "
+                 "consumer is lost, exactly the items not credited yet",
+                 "[credit]") {
+  outbound out;
+  out.add(a, "a");
+  out.edges()[0].keep = true;
+  out.open(id_of(a), 8, 0);
+  for (int64_t i = 0; i < 5; ++i) {
+    batch b;
+    b.seq = static_cast<uint64_t>(i);
+    auto& e = *out.pick(1);
+    out.sent(e, 1);
+    e.unacked.push_back(b);
+  }
+  out.credit(id_of(a), 2, 2); // items 0 and 1 are done
+  std::vector<batch> again;
+  CHECK(out.remove(id_of(a), &again) == 0); // none lost: 3 to send again
+  REQUIRE(again.size() == 3);
+  for (size_t i = 0; i < again.size(); ++i)
+    CHECK(again[i].seq == i + 2);
+  REQUIRE(out.stats().size() == 1);
+  CHECK(out.stats()[0].lost_items == 0);
+}
+
+TEST_CASE_METHOD(peers,
+                 "a lost input ends without holding back the epochs of the "
+                 "others",
+                 "[credit]") {
+  inbound in;
+  in.add(a, "a", 4, 0);
+  in.add(b, "b", 4, 0);
+  auto& ea = in.edges()[0];
+  auto& eb = in.edges()[1];
+  CHECK(in.end_epoch(ea, 0).empty()); // b has not ended epoch 0
+  eb.lost = true;                    // b's producer was lost
+  eb.ended = true;
+  CHECK(in.end_epoch(eb, eb.epochs_ended) == std::vector<uint64_t>{0});
+  CHECK(in.end_epoch(ea, 1) == std::vector<uint64_t>{1});
+  // a's stream ends (as the runtime does: the epoch in progress, 2, ends
+  // with it). Every input has ended now: a's epochs count, lost b's 1
+  // does not.
+  ea.ended = true;
+  CHECK(in.end_epoch(ea, ea.epochs_ended) == std::vector<uint64_t>{2});
+  CHECK(in.epochs_forwarded() == 3);
+}
+
+TEST_CASE_METHOD(peers,
                  "inbound returns credit in half-window chunks and aligns "
                  "epochs across inputs",
                  "[credit]") {
