@@ -271,7 +271,10 @@ caf::error tensor::load(caf::deserializer& source) {
     if (bin->remaining() < n)
       return caf::make_error(caf::sec::end_of_stream,
                              "af::tensor: payload truncated");
-  auto buf = std::make_shared<buffer>(n);
+  // Fixed-shape payloads recur in size (batches, parameter slices and
+  // their parts): their buffers come from the pool, whose pages stay
+  // mapped, instead of fresh ones that fault on every page.
+  auto buf = std::make_shared<buffer>(n, t != dtype::bytes);
   if (n > 0)
     if (auto err = source.apply_raw(n, buf->data()))
       return err;
