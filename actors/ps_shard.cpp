@@ -49,9 +49,33 @@ struct variable {
   int64_t rows = 0;
   size_t dim = 0;
   std::unordered_map<int64_t, size_t> pos;
-  // Dense: [hi - lo]. Sparse: [materialised rows, dim], in pos order.
+  // Sparse: [materialised rows, dim], in pos order.
   std::vector<float> values;
+  // Dense: [hi - lo] floats, shared with the views in pull answers that
+  // are still on their way (copied before a change while one is: see
+  // writable()).
+  std::shared_ptr<buffer> dense;
   gpu::optimizer_state opt;
+
+  const float* dense_data() const {
+    return reinterpret_cast<const float*>(dense->data());
+  }
+  size_t dense_size() const { return dense->size() / sizeof(float); }
+  // The dense values, to change: a copy first if an answer still holds
+  // them (copy-on-write).
+  float* writable() {
+    if (dense.use_count() > 1) {
+      auto fresh = std::make_shared<buffer>(dense->size(), true);
+      std::memcpy(fresh->data(), dense->data(), dense->size());
+      dense = std::move(fresh);
+    }
+    return reinterpret_cast<float*>(dense->data());
+  }
+  // A view of dense elements [from, from + n), shared.
+  tensor view(size_t from, size_t n) const {
+    return tensor::view(dtype::f32, {static_cast<int64_t>(n)}, dense,
+                        from * sizeof(float));
+  }
 };
 
 // The summed gradients of one update for one variable.
@@ -259,9 +283,10 @@ struct ps_shard_state::impl {
         vars.emplace_back(p, gpu::optimizer_state::dense(cfg.optimizer, n));
       v.lo = r.lo;
       v.hi = r.hi;
-      v.values.resize(n);
+      v.dense = std::make_shared<buffer>(n * sizeof(float), true);
+      auto* x = v.writable();
       for (size_t i = 0; i < n; ++i)
-        v.values[i] = gpu::initial_value(p, cfg.seed, r.lo + i);
+        x[i] = gpu::initial_value(p, cfg.seed, r.lo + i);
     }
   }
 
@@ -408,8 +433,7 @@ struct ps_shard_state::impl {
         ps_slice s;
         s.var = i;
         s.offset = v.lo;
-        s.values = floats(v.values.data(), v.values.size(),
-                          {static_cast<int64_t>(v.values.size())});
+        s.values = v.view(0, v.dense_size());
         out.slices.push_back(std::move(s));
       }
     } else {
@@ -429,8 +453,7 @@ struct ps_shard_state::impl {
           s.var = i;
           s.offset = v.lo + (lo - base);
           auto k = static_cast<size_t>(hi - lo);
-          s.values = floats(v.values.data() + (lo - base), k,
-                            {static_cast<int64_t>(k)});
+          s.values = v.view(static_cast<size_t>(lo - base), k);
           out.slices.push_back(std::move(s));
         }
         base += n;
@@ -556,7 +579,7 @@ struct ps_shard_state::impl {
       auto& v = vars[i];
       auto& a = u.vars[i];
       if (a.has_first && !a.has_dense && a.elements.empty()) {
-        v.opt.apply(v.values.data(), a.first.data_as<float>(),
+        v.opt.apply(v.writable(), a.first.data_as<float>(),
                     static_cast<size_t>(a.first.elements()), lr,
                     1.0f / samples);
       } else if (a.has_first || a.has_dense) {
@@ -567,7 +590,7 @@ struct ps_shard_state::impl {
         }
         for (auto& [e, g] : a.elements)
           a.dense[e] += g;
-        v.opt.apply(v.values.data(), a.dense.data(), a.dense.size(), lr,
+        v.opt.apply(v.writable(), a.dense.data(), a.dense.size(), lr,
                     1.0f / samples);
       } else if (!a.elements.empty()) {
         std::vector<uint64_t> idx;
@@ -578,7 +601,7 @@ struct ps_shard_state::impl {
           idx.push_back(e);
           g.push_back(x / samples);
         }
-        v.opt.apply_at(v.values.data(), idx.data(), g.data(), idx.size(), lr);
+        v.opt.apply_at(v.writable(), idx.data(), g.data(), idx.size(), lr);
       } else if (!a.rows.empty()) {
         std::vector<size_t> at;
         std::vector<float> g;
@@ -833,7 +856,10 @@ struct ps_shard_state::impl {
     } else {
       w.u64(v.hi - v.lo);
     }
-    w.array(v.values.data(), v.values.size());
+    if (v.spec.sparse)
+      w.array(v.values.data(), v.values.size());
+    else
+      w.array(v.dense_data(), v.dense_size());
     auto a = v.opt.snapshot();
     w.u64(a.steps.size());
     w.array(a.steps.data(), a.steps.size());
@@ -952,6 +978,13 @@ struct ps_shard_state::impl {
              + std::to_string(v.hi - v.lo));
     }
     v.values = r.array<float>(floats, "values");
+    if (!sparse) {
+      v.dense = std::make_shared<buffer>(v.values.size() * sizeof(float), true);
+      if (!v.values.empty())
+        std::memcpy(v.dense->data(), v.values.data(),
+                    v.values.size() * sizeof(float));
+      v.values = {};
+    }
     gpu::optimizer_state::arrays a;
     a.steps = r.array<uint64_t>(r.u64("step count"), "optimizer steps");
     a.slot1 = r.array<float>(r.u64("slot size"), "optimizer slot 1");
@@ -1262,7 +1295,7 @@ std::vector<float> ps_shard_state::values(uint32_t var,
     throw std::out_of_range(st.cfg.name + ": " + err);
   auto& v = st.vars[var];
   if (!v.spec.sparse)
-    return v.values;
+    return {v.dense_data(), v.dense_data() + v.dense_size()};
   auto index =
     tensor::allocate(dtype::i64, {static_cast<int64_t>(rows.size())});
   if (!rows.empty())

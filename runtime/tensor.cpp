@@ -178,7 +178,8 @@ tensor tensor::allocate(dtype t, shape_type shape) {
 }
 
 tensor::tensor(dtype t, shape_type shape, std::shared_ptr<const buffer> buf)
-  : type_(t), shape_(std::move(shape)), buf_(std::move(buf)) {
+  : type_(t), shape_(std::move(shape)), buf_(std::move(buf)),
+    size_(buf_ ? buf_->size() : 0) {
   size_t n = 0;
   if (!byte_size_of(type_, shape_, n))
     throw std::invalid_argument("tensor shape has a negative or overflowing "
@@ -196,6 +197,28 @@ tensor::tensor(dtype t, shape_type shape, std::shared_ptr<const buffer> buf)
                                 + std::to_string(n));
 }
 
+tensor tensor::view(dtype t, shape_type shape,
+                    std::shared_ptr<const buffer> buf, size_t byte_offset) {
+  size_t n = 0;
+  if (t == dtype::bytes)
+    throw std::invalid_argument("tensor::view cannot view bytes tensors");
+  if (!byte_size_of(t, shape, n))
+    throw std::invalid_argument("tensor shape has a negative or overflowing "
+                                "dimension");
+  if (!buf || byte_offset > buf->size() || n > buf->size() - byte_offset)
+    throw std::invalid_argument("tensor::view: " + std::to_string(n)
+                                + " bytes at offset "
+                                + std::to_string(byte_offset)
+                                + " do not lie within the buffer");
+  tensor out;
+  out.type_ = t;
+  out.shape_ = std::move(shape);
+  out.buf_ = std::move(buf);
+  out.offset_ = byte_offset;
+  out.size_ = n;
+  return out;
+}
+
 int64_t tensor::elements() const noexcept {
   int64_t n = 1;
   for (auto d : shape_)
@@ -208,7 +231,7 @@ std::byte* tensor::mutable_data() {
     throw std::logic_error("tensor::mutable_data on a shared buffer");
   // The buffer was created non-const by allocate(); the const in the member
   // type only protects readers once the tensor is shared.
-  return buf_ ? const_cast<buffer&>(*buf_).data() : nullptr;
+  return buf_ ? const_cast<buffer&>(*buf_).data() + offset_ : nullptr;
 }
 
 caf::error tensor::save(caf::serializer& sink) const {
@@ -289,6 +312,8 @@ caf::error tensor::load(caf::deserializer& source) {
   type_ = t;
   shape_ = std::move(shape);
   buf_ = std::move(buf);
+  offset_ = 0;
+  size_ = n;
   return caf::none;
 }
 

@@ -84,12 +84,20 @@ public:
   /// std::invalid_argument otherwise).
   tensor(dtype t, shape_type shape, std::shared_ptr<const buffer> buf);
 
+  /// A fixed-size tensor over part of `buf`: dtype x shape bytes from
+  /// `byte_offset` on, shared, not copied (a parameter-server shard answers
+  /// with views of its values and copies them only when it must change
+  /// them while a view is still out). Throws std::invalid_argument for
+  /// dtype::bytes or when the part does not lie within the buffer.
+  static tensor view(dtype t, shape_type shape,
+                     std::shared_ptr<const buffer> buf, size_t byte_offset);
+
   dtype type() const noexcept { return type_; }
   const shape_type& shape() const noexcept { return shape_; }
   /// Number of elements (product of the shape; 1 for a scalar).
   int64_t elements() const noexcept;
   /// Payload size in bytes.
-  size_t byte_size() const noexcept { return buf_ ? buf_->size() : 0; }
+  size_t byte_size() const noexcept { return buf_ ? size_ : 0; }
   /// First dimension, or 1 for a scalar.
   int64_t rows() const noexcept { return shape_.empty() ? 1 : shape_[0]; }
 
@@ -97,7 +105,7 @@ public:
   std::string_view string_at(int64_t i) const noexcept;
 
   const std::byte* data() const noexcept {
-    return buf_ ? buf_->data() : nullptr;
+    return buf_ ? buf_->data() + offset_ : nullptr;
   }
   template <class T>
   const T* data_as() const noexcept {
@@ -131,6 +139,8 @@ private:
   dtype type_;
   shape_type shape_;
   std::shared_ptr<const buffer> buf_;
+  size_t offset_ = 0; // where the payload starts in buf_ (view())
+  size_t size_ = 0;   // its bytes
 };
 
 /// Builds a dtype::bytes tensor string by string without an intermediate

@@ -790,6 +790,54 @@ TEST_CASE("the shard state machine counts expected workers until they "
   CHECK(ack.applied);
 }
 
+TEST_CASE("a pull's answer shares the shard's values and keeps them when a "
+          "later push changes the shard (copy on write)",
+          "[ps]") {
+  ps_shard_state st{shard_config(0, 1, std::nullopt)};
+  st.register_worker(0);
+  std::optional<ps_params> first, part;
+  REQUIRE(st.pull(1, make_pull(0, 0), first).empty());
+  REQUIRE(first);
+  auto pull_part = make_pull(0, 0);
+  pull_part.part = 1;
+  pull_part.parts = 3; // the 12 dense elements in 3 parts: [4, 8)
+  REQUIRE(st.pull(2, pull_part, part).empty());
+  REQUIRE(part);
+  auto before = st.values(0, {});
+  REQUIRE(before.size() == 12);
+  REQUIRE(first->slices.size() == 1);
+  CHECK(floats(first->slices[0].values) == before);
+  REQUIRE(part->slices.size() == 1);
+  CHECK(part->slices[0].offset == 4);
+  CHECK(floats(part->slices[0].values)
+        == std::vector<float>(before.begin() + 4, before.begin() + 8));
+  // The answers still hold the values: the push writes a copy.
+  ps_push_ack ack;
+  REQUIRE(st.push(make_push(0, 1, 0, 1,
+                            {dense_grad(0, 0, std::vector<float>(12, 1.0f))}),
+                  ack)
+            .empty());
+  auto after = st.values(0, {});
+  for (size_t i = 0; i < 12; ++i)
+    CHECK(after[i] == Approx(before[i] - 0.1f));
+  CHECK(floats(first->slices[0].values) == before);
+  CHECK(floats(part->slices[0].values)
+        == std::vector<float>(before.begin() + 4, before.begin() + 8));
+  // Once no answer holds them, a push changes them in place: a new answer
+  // sees the change.
+  first.reset();
+  part.reset();
+  REQUIRE(st.push(make_push(0, 2, 1, 1,
+                            {dense_grad(0, 0, std::vector<float>(12, 1.0f))}),
+                  ack)
+            .empty());
+  std::optional<ps_params> third;
+  REQUIRE(st.pull(3, make_pull(0, 0), third).empty());
+  REQUIRE(third);
+  CHECK(floats(third->slices[0].values) == st.values(0, {}));
+  CHECK(st.values(0, {})[0] == Approx(before[0] - 0.2f));
+}
+
 TEST_CASE("a worker paused at a checkpoint cut is out of the clocks but "
           "not done, and rejoins with its clock",
           "[ps][checkpoint]") {

@@ -85,6 +85,35 @@ TEST_CASE("a shared tensor is read-only", "[tensor]") {
   CHECK_THROWS_AS(x.mutable_data(), std::logic_error);
 }
 
+TEST_CASE("a view shares part of a buffer and serializes only that part",
+          "[tensor]") {
+  auto whole = filled(dtype::f32, {10});
+  auto part = tensor::view(dtype::f32, {4}, whole.storage(), 3 * sizeof(float));
+  CHECK(part.byte_size() == 4 * sizeof(float));
+  CHECK(part.elements() == 4);
+  CHECK(part.data() == whole.data() + 3 * sizeof(float));
+  CHECK(part.storage() == whole.storage());
+  batch b;
+  b.set("x", part);
+  auto bytes = serialize(b);
+  batch back;
+  REQUIRE_FALSE(deserialize(bytes, back));
+  auto& x = back.at("x");
+  CHECK(x.shape() == tensor::shape_type{4});
+  CHECK(x == part);
+  for (int i = 0; i < 4; ++i)
+    CHECK(x.data_as<float>()[i] == whole.data_as<float>()[3 + i]);
+  // Out of the buffer, or bytes: refused.
+  CHECK_THROWS_AS(tensor::view(dtype::f32, {8}, whole.storage(), 3 * 4),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(tensor::view(dtype::f32, {1}, whole.storage(), 41),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(tensor::view(dtype::bytes, {1}, whole.storage(), 0),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(tensor::view(dtype::f32, {1}, nullptr, 0),
+                  std::invalid_argument);
+}
+
 TEST_CASE("batches round-trip through CAF's binary serializer", "[tensor]") {
   for (auto t : {dtype::u8, dtype::i32, dtype::i64, dtype::f16, dtype::f32,
                  dtype::f64}) {
