@@ -343,19 +343,30 @@ TEST_CASE_METHOD(fixture, "images that cannot or must not be decoded are "
   CHECK(out.pixels.capacity() == 0);
 }
 
+namespace {
+
+// A tfrecord_source over write_dataset's files in `dir`.
+topology::Stage tfrecord_stage(const temp_dir& dir, int64_t per_item,
+                               int64_t epochs) {
+  topology::Stage s;
+  s.set_name("read");
+  s.set_type("tfrecord_source");
+  s.mutable_tfrecord_source()->add_files(dir.path() + "/data-*.tfrecord");
+  s.mutable_tfrecord_source()->set_records_per_item(per_item);
+  s.mutable_tfrecord_source()->set_interleave(2);
+  s.mutable_tfrecord_source()->set_epochs(epochs);
+  return s;
+}
+
+} // namespace
+
 TEST_CASE("a tfrecord_source restored from a snapshot continues exactly "
           "where it was",
           "[input]") {
   temp_dir dir;
   write_dataset(dir, 3, 11);
   registry reg = make_registry(std::make_shared<observations>());
-  topology::Stage s;
-  s.set_name("read");
-  s.set_type("tfrecord_source");
-  s.mutable_tfrecord_source()->add_files(dir.path() + "/data-*.tfrecord");
-  s.mutable_tfrecord_source()->set_records_per_item(4);
-  s.mutable_tfrecord_source()->set_interleave(2);
-  s.mutable_tfrecord_source()->set_epochs(2);
+  auto s = tfrecord_stage(dir, 4, 2);
   stage_info info{"read", "tfrecord_source", 0, 1, 0, nullptr};
   auto* type = reg.find("tfrecord_source");
   auto whole = type->make(info, s);
@@ -386,12 +397,7 @@ TEST_CASE("a source replica that takes over a lost one produces its share "
   temp_dir dir;
   write_dataset(dir, 5, 7);
   registry reg = make_registry(std::make_shared<observations>());
-  topology::Stage tf;
-  tf.set_type("tfrecord_source");
-  tf.mutable_tfrecord_source()->add_files(dir.path() + "/data-*.tfrecord");
-  tf.mutable_tfrecord_source()->set_records_per_item(3);
-  tf.mutable_tfrecord_source()->set_interleave(2);
-  tf.mutable_tfrecord_source()->set_epochs(3);
+  auto tf = tfrecord_stage(dir, 3, 3);
   topology::Stage ctr;
   ctr.set_type("ctr_source");
   ctr.mutable_ctr_source()->set_records(35);
