@@ -291,6 +291,22 @@ void kill_all(coordinator_actor* self) {
       self->send_exit(r.handle, caf::exit_reason::user_shutdown);
 }
 
+// The replica index in a label such as "train[1]".
+uint32_t replica_of(const std::string& label) {
+  auto open = label.rfind('[');
+  return static_cast<uint32_t>(
+    std::strtoul(label.c_str() + open + 1, nullptr, 10));
+}
+
+// Sends `msg...` to every running replica of `stage`.
+template <class... Ts>
+void tell_stage(coordinator_actor* self, const std::string& stage,
+                const Ts&... msg) {
+  for (auto& r : self->state.replicas)
+    if (r.stage == stage && !r.down)
+      self->send(r.handle, msg...);
+}
+
 // A failed replica of a stage that allows it is tolerated while another
 // replica of the stage is running or ended normally.
 bool tolerate(coordinator_actor* self, replica_entry& failed,
@@ -307,11 +323,9 @@ bool tolerate(coordinator_actor* self, replica_entry& failed,
       st.tolerated.push_back(failed.label + ": " + cause);
       spdlog::warn("{} failed ({}); the job goes on without it", failed.label,
                    cause);
-      auto open = failed.label.rfind('[');
-      auto replica = static_cast<uint32_t>(
-        std::strtoul(failed.label.c_str() + open + 1, nullptr, 10));
       for (auto& [label, handle] : st.services)
-        self->send(handle, replica_lost_atom::value, failed.stage, replica);
+        self->send(handle, replica_lost_atom::value, failed.stage,
+                   replica_of(failed.label));
       return true;
     }
   return false;
@@ -606,13 +620,9 @@ void finish_restore(coordinator_actor* self, const std::string& label,
   auto waiting = std::move(it->second.waiting);
   st.restoring.erase(it);
   for (auto& rep : st.replicas)
-    if (rep.done || rep.down || rep.failed) {
-      auto open = rep.label.rfind('[');
-      auto replica = static_cast<uint32_t>(
-        std::strtoul(rep.label.c_str() + open + 1, nullptr, 10));
-      self->send(fresh, replica_lost_atom::value, rep.stage, replica,
-                 rep.done && !rep.failed);
-    }
+    if (rep.done || rep.down || rep.failed)
+      self->send(fresh, replica_lost_atom::value, rep.stage,
+                 replica_of(rep.label), rep.done && !rep.failed);
   for (auto& [name, handle] : st.services)
     if (name == label)
       handle = fresh;
@@ -768,13 +778,9 @@ bool resend_lost(coordinator_actor* self, replica_entry& lost,
     return false;
   lost.failed = true;
   for (auto& producer : st.plan->producers[lost.stage])
-    for (auto& r : st.replicas)
-      if (r.stage == producer && !r.down)
-        self->send(r.handle, output_lost_atom::value, lost.label);
+    tell_stage(self, producer, output_lost_atom::value, lost.label);
   for (auto& consumer : st.plan->consumers[lost.stage])
-    for (auto& r : st.replicas)
-      if (r.stage == consumer && !r.down)
-        self->send(r.handle, input_lost_atom::value, lost.label);
+    tell_stage(self, consumer, input_lost_atom::value, lost.label);
   st.tolerated.push_back(lost.label + ": " + why
                          + "; its unfinished items went to the other "
                            "replicas");
@@ -808,15 +814,11 @@ bool reassign(coordinator_actor* self, replica_entry& lost,
   uint64_t from_epoch = 0;
   if (auto it = st.stats.find(lost.label); it != st.stats.end())
     from_epoch = it->second.epochs_ended;
-  auto open = lost.label.rfind('[');
-  auto replica = static_cast<uint32_t>(
-    std::strtoul(lost.label.c_str() + open + 1, nullptr, 10));
   lost.failed = true;
-  self->send(heir->handle, takeover_atom::value, replica, from_epoch);
+  self->send(heir->handle, takeover_atom::value, replica_of(lost.label),
+             from_epoch);
   for (auto& consumer : st.plan->consumers[lost.stage])
-    for (auto& r : st.replicas)
-      if (r.stage == consumer && !r.down)
-        self->send(r.handle, input_lost_atom::value, lost.label);
+    tell_stage(self, consumer, input_lost_atom::value, lost.label);
   st.tolerated.push_back(lost.label + ": " + why + "; its input went to "
                          + heir->label + " from epoch "
                          + std::to_string(from_epoch));
