@@ -220,6 +220,9 @@ constexpr auto patience = std::chrono::seconds{2};
 // How long a shard that keeps a request waiting may take to answer stats
 // requests before it counts as lost (it answers between two updates).
 constexpr auto probe_patience = std::chrono::seconds{10};
+// How often a client waiting for a shard's answer looks for the
+// coordinator's word that the shard is lost (ps_gone_atom).
+constexpr auto notice_slice = std::chrono::milliseconds{200};
 // How long the coordinator may take to restore a lost shard elsewhere
 // (connect to a node, spawn, load the checkpoint's slice).
 constexpr auto locate_patience = std::chrono::seconds{120};
@@ -266,6 +269,7 @@ struct ps_client::impl {
   std::vector<ps_push> pushes_req;     // kept to send again
   std::vector<uint32_t> pushes_shard;  // the shard of each
   std::vector<bool> down;              // per shard, from its monitor
+  std::vector<bool> gone;              // per shard, the coordinator says
 
   // Parts of the dense values of shard s in a pull or push.
   uint32_t parts_of(uint32_t s) const {
@@ -292,13 +296,29 @@ struct ps_client::impl {
   void await(size_t s, Handle& h, Resend resend, Ok ok) {
     for (;;) {
       bool again = false;
-      h.receive(ok, [&](caf::error& err) {
-        if (err == caf::sec::request_timeout
-            || err == caf::sec::request_receiver_down)
-          again = true;
-        else
-          fail(s, err);
-      });
+      // In slices, to hear at once when the coordinator says the shard is
+      // lost: its answer will not come (and CAF 0.17 gives the request no
+      // error for a lost node until it times out).
+      for (;;) {
+        bool tick = false;
+        caf::blocking_actor::accept_one_cond rc;
+        self->varargs_receive(
+          rc, h.id(), ok,
+          [&](caf::error& err) {
+            if (err == caf::sec::request_timeout
+                || err == caf::sec::request_receiver_down)
+              again = true;
+            else
+              fail(s, err);
+          },
+          caf::after(notice_slice) >> [&] { tick = true; });
+        if (!tick)
+          break;
+        if (take_downs(s) || gone[s]) {
+          again = true; // its late answer, if any, is left unread
+          break;
+        }
+      }
       if (!again)
         return;
       check_down(s);
@@ -317,6 +337,11 @@ struct ps_client::impl {
           if (coordinator && coordinator.address() == dm.source)
             coordinator_down = true;
         },
+        [&](ps_gone_atom, const std::string& label) {
+          for (size_t k = 0; k < shards.size(); ++k)
+            if (name_of(k) == label)
+              gone[k] = true;
+        },
         caf::after(std::chrono::seconds{0}) >> [&] { more = false; });
     return down[s];
   }
@@ -332,6 +357,13 @@ struct ps_client::impl {
   // request back (a staleness bound). That repeats every `patience` until
   // the shard answers, is replaced, or `probe_patience` passed.
   void check_down(size_t s) {
+    if (take_downs(s); gone[s]) {
+      // The coordinator said so: wait for its replacement. (A word about
+      // a shard this worker replaced already finds the same one again.)
+      gone[s] = false;
+      if (locate(s, locate_patience))
+        return;
+    }
     auto deadline = std::chrono::steady_clock::now() + probe_patience;
     for (;;) {
       if (take_downs(s)) {
@@ -470,10 +502,13 @@ struct ps_client::impl {
       coordinator(std::move(c)), self(s) {
     read_version.assign(shards.size(), 0);
     down.assign(shards.size(), false);
+    gone.assign(shards.size(), false);
     for (auto& shard : shards)
       self->monitor(shard);
-    if (coordinator)
+    if (coordinator) {
       self->monitor(coordinator);
+      self->send(coordinator, ps_watch_atom::value);
+    }
     for (size_t i = 0; i < spec.params.size(); ++i)
       if (spec.params[i].sparse)
         sparse = static_cast<int>(i);

@@ -255,6 +255,8 @@ struct coordinator_state {
   std::string last_checkpoint;
   // Restoring lost service actors, reassigning lost sources' input.
   std::shared_ptr<job_plan> plan;
+  // PS clients to tell when a shard is lost (ps_watch_atom).
+  std::vector<caf::actor_addr> watchers;
   // Why no more checkpoints are taken ("" while they are).
   std::string no_more_checkpoints;
   std::map<std::string, restore_attempt> restoring;
@@ -840,6 +842,10 @@ bool reassign(coordinator_actor* self, replica_entry& lost,
 void service_lost(coordinator_actor* self, const std::string& label,
                   const std::string& why) {
   auto& st = self->state;
+  // Its clients stop waiting for its answers at once.
+  for (auto& addr : st.watchers)
+    if (auto client = caf::actor_cast<caf::actor>(addr))
+      self->send(client, ps_gone_atom::value, label);
   if (!can_restore(st, label)) {
     record_error(self, label + " went down: " + why
                          + (st.plan && st.plan->by_label.count(label)
@@ -1049,6 +1055,10 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
           self->send(r.handle, stop_atom::value);
     },
     [=](abort_atom, const std::string& reason) { record_error(self, reason); },
+    [=](ps_watch_atom) {
+      self->state.watchers.push_back(
+        caf::actor_cast<caf::actor_addr>(self->current_sender()));
+    },
     [=](restore_retry_atom, const std::string& label) {
       try_restore(self, label, 0);
     },

@@ -38,6 +38,13 @@
 //       sends its outstanding requests again. (The lost actor's handle is
 //       not sent along: CAF 0.17 holds a message that names an actor of a
 //       node it lost until it gave up routing to that node.)
+//   worker -> coordinator (ps_watch_atom)
+//   coordinator -> worker (ps_gone_atom, label)
+//       a worker asks to be told when a shard is lost; the coordinator
+//       then tells it at once (it is connected to every node and has the
+//       heartbeat), and the worker gives up waiting for that shard's
+//       answers and asks for its replacement (ps_locate_atom) instead of
+//       waiting for its requests to time out.
 //   shard -> restorer (ps_lost_atom, label, worker, pushes)
 //       a worker joined with a clock `pushes` ahead of the one the shard
 //       was restored with: those pushes are lost. Sent to whoever sent
@@ -110,6 +117,8 @@ using ps_snapshot_atom = caf::atom_constant<caf::atom("ps_snap")>;
 using ps_restore_atom = caf::atom_constant<caf::atom("ps_rest")>;
 using ps_locate_atom = caf::atom_constant<caf::atom("ps_where")>;
 using ps_lost_atom = caf::atom_constant<caf::atom("ps_lost")>;
+using ps_watch_atom = caf::atom_constant<caf::atom("ps_watch")>;
+using ps_gone_atom = caf::atom_constant<caf::atom("ps_gone")>;
 
 /// The worker id of pulls that never wait and are not counted in clocks.
 constexpr uint32_t ps_observer = std::numeric_limits<uint32_t>::max();

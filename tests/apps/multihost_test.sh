@@ -146,6 +146,10 @@ shard_frozen() {
   echo "node w3, thawed, exited with ${node_rc[w3]} on SIGTERM"
 }
 
+# log_time LINE: the time stamp at the start of an spdlog line, as seconds
+# since the epoch.
+log_time() { date -d "${1:0:23}" +%s.%N; }
+
 # shard_killed WHERE: the CTR job of data/multi_restore.pbtxt.in (with
 # checkpoints), where w3 holds parameter-server shard ps[1]; w3 is killed
 # (SIGKILL) after the first checkpoint. The job must restore the shard
@@ -190,6 +194,17 @@ shard_killed() {
   done
   grep '^  restored: ' "$tmp/out"
   ! grep -q 'replica lost' "$tmp/out" || fail "a trainer was lost with the shard"
+  # The trainers (on w2) move to the restored shard as soon as the
+  # coordinator has it: it tells them the shard is gone (ps_gone_atom)
+  # rather than letting their requests time out (2 s).
+  local t_gone t_join moved
+  t_gone=$(log_time "$(grep -m1 'ps\[1\] went down' "$tmp/err")")
+  t_join=$(log_time "$(grep 'joined the restored ps\[1\]' "$tmp/node-w2.err" | tail -n 1)")
+  moved=$(awk -v a="$t_gone" -v b="$t_join" 'BEGIN { printf "%.2f", b - a }')
+  echo "both trainers joined the restored ps[1] $moved s after the coordinator noticed its loss"
+  # (restarted: that includes waiting for the new node to listen)
+  [ "$where" = restarted ] || awk -v t="$moved" 'BEGIN { exit !(t < 1.5) }' \
+    || fail "the trainers took $moved s to move to the restored shard (limit 1.5 s)"
   read_auc; expect_auc_near_planted
   wait_log w1 "node: job ended" 15
   wait_log w2 "node: job ended" 15
