@@ -1192,6 +1192,7 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
             ckpt->resumed_steps[label] = resumed.steps[label];
         ckpt->resumed_from = resume_where;
         ckpt->resumed_step = resumed.step;
+        result.resumed_step_ = resumed.step;
         spdlog::info("resuming from {} (step {})", resume_where,
                      resumed.step);
       }

@@ -101,10 +101,16 @@ public:
     return replicas_;
   }
 
+  /// The global step of the checkpoint the job resumed from, if it did.
+  std::optional<uint64_t> resumed_step() const noexcept {
+    return resumed_step_;
+  }
+
 private:
   caf::actor coordinator_;
   std::vector<std::pair<std::string, caf::actor>> replicas_;
   std::shared_future<run_result> result_;
+  std::optional<uint64_t> resumed_step_;
 };
 
 } // namespace af

@@ -7,6 +7,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -17,12 +19,14 @@
 #include <caf/exit_reason.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/publish.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 #include <caf/scheduler/abstract_coordinator.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/builtin.hpp"
+#include "actors/metrics.hpp"
 #include "apps/actorflow/convert.hpp"
 #include "apps/actorflow/inspect.hpp"
 #include "apps/actorflow/progress.hpp"
@@ -68,6 +72,7 @@ struct run_args {
   int log_every_s = 5;
   bool no_progress = false;
   bool resume = false;
+  std::string logdir;
   af::tls_options tls;
 };
 
@@ -221,16 +226,45 @@ int cmd_run(const run_args& args, const af::registry& reg) {
   // counts that are at most half a second old.
   jopts.progress_interval = std::chrono::seconds{1};
   jopts.resume = args.resume;
-  if (!args.no_progress)
-    jopts.on_progress = [&display](const af::job_progress& p) {
-      display.update(p);
+  // TensorBoard events (--logdir): a metrics actor gets the scalars of
+  // every progress report. It exists once the job started (its resumed
+  // step is known then); reports before that are dropped.
+  auto events = std::make_shared<std::atomic<caf::actor*>>(nullptr);
+  caf::actor events_actor;
+  auto scalars = std::make_shared<af::progress_scalars>();
+  bool show = !args.no_progress;
+  if (show || !args.logdir.empty())
+    jopts.on_progress = [&display, show, events,
+                         scalars](const af::job_progress& p) {
+      if (show)
+        display.update(p);
+      if (auto* a = events->load()) {
+        int64_t step = 0;
+        auto values = scalars->next(p, step);
+        caf::anon_send(*a, af::metrics_atom::value, step, std::move(values),
+                       false);
+      }
     };
   install_signal_handlers();
   std::optional<af::job> job;
   try {
     job = af::job::start(sys, to_run, reg, jopts);
+    if (!args.logdir.empty()) {
+      // One run directory per job: the topology's name (or file name).
+      auto run_dir = (std::filesystem::path{args.logdir}
+                      / (topo.spec.name().empty()
+                           ? std::filesystem::path{args.topology}.stem()
+                           : std::filesystem::path{topo.spec.name()}))
+                       .string();
+      if (auto resumed = job->resumed_step())
+        *scalars = af::progress_scalars{static_cast<int64_t>(*resumed)};
+      events_actor = af::spawn_event_writer(sys, run_dir, job->resumed_step());
+      events->store(&events_actor);
+    }
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "actorflow: %s\n", ex.what());
+    if (job)
+      job->abort(ex.what());
     if (args.tls.enabled())
       exit_if_shutdown_hangs(exit_failure, std::chrono::seconds{5});
     return exit_failure;
@@ -268,6 +302,22 @@ int cmd_run(const run_args& args, const af::registry& reg) {
     }
   }
   display.finish();
+  if (events_actor) {
+    // The final numbers, then wait (a few seconds at most) for the actor
+    // to have written them.
+    events->store(nullptr); // (the coordinator has quit: no more reports)
+    int64_t step = 0;
+    auto values = scalars->next(result->final, step);
+    caf::scoped_actor self{sys};
+    self->monitor(events_actor);
+    self->send(events_actor, af::metrics_atom::value, step, std::move(values),
+               true);
+    self->receive([](caf::down_msg&) {},
+                  caf::after(std::chrono::seconds{5}) >> [] {
+                    spdlog::warn("TensorBoard events: the writer did not "
+                                 "finish within 5 s");
+                  });
+  }
   af::cli::print_summary(stdout, name, *result);
   for (auto& d : decisions)
     std::printf("  %s\n", d.c_str());
@@ -385,6 +435,10 @@ int main(int argc, char** argv) {
                 "Continue from the newest complete checkpoint in the "
                 "topology's checkpoint.dir (start from the beginning when "
                 "there is none yet); see docs/checkpoints.md");
+  run->add_option("--logdir", rargs.logdir,
+                  "Write TensorBoard event files into LOGDIR/<topology "
+                  "name> (docs/monitoring.md); `tensorboard --logdir "
+                  "LOGDIR` shows them");
   add_tls_options(run, rargs.tls);
 
   std::string vpath;

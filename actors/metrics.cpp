@@ -1,0 +1,158 @@
+#include "actors/metrics.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <set>
+
+#include <caf/actor_system.hpp>
+#include <caf/atom.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <spdlog/spdlog.h>
+
+#include "runtime/event_writer.hpp"
+#include "runtime/stream.hpp"
+
+namespace af {
+
+namespace {
+
+// Stage metrics summed over replicas; "staleness_max" takes the largest;
+// every other one the mean.
+const std::set<std::string> summed = {"step",          "samples",
+                                      "samples_per_s", "skipped_steps",
+                                      "evaluations"};
+
+} // namespace
+
+std::vector<metric> progress_scalars::next(const job_progress& p,
+                                           int64_t& step) {
+  std::vector<metric> out;
+  double dt = p.elapsed_s - last_elapsed_;
+  struct agg {
+    uint64_t items = 0;
+    double busy_s = 0, input_s = 0, credit_s = 0;
+    int replicas = 0;
+    uint64_t window = 0;
+    std::map<std::string, std::pair<double, int>> metrics; // sum, count
+    std::map<std::string, double> maxima;
+  };
+  std::map<std::string, agg> stages;
+  std::vector<std::string> order;
+  for (auto& s : p.stages) {
+    auto name = s.stage_name.empty() ? s.stage : s.stage_name;
+    if (!stages.count(name))
+      order.push_back(name);
+    auto& a = stages[name];
+    a.items += s.is_sink ? s.items_in : s.items_out;
+    a.busy_s += s.busy_s;
+    a.input_s += s.wait_input_s;
+    a.credit_s += s.wait_credit_s;
+    ++a.replicas;
+    for (auto& e : s.out_edges)
+      a.window = std::max(a.window, e.window);
+    for (auto& m : s.metrics) {
+      auto& [sum, n] = a.metrics[m.name];
+      sum += m.value;
+      ++n;
+      auto& mx = a.maxima[m.name];
+      mx = n == 1 ? m.value : std::max(mx, m.value);
+    }
+  }
+  double global_step = 0;
+  bool trainers = false;
+  for (auto& name : order) {
+    auto& a = stages[name];
+    auto& before = last_[name];
+    auto prefix = "stage/" + name + "/";
+    if (dt > 0) {
+      auto span = dt * a.replicas;
+      out.push_back({prefix + "items_per_s",
+                     static_cast<double>(a.items - std::min(a.items,
+                                                            before.items))
+                       / dt});
+      out.push_back({prefix + "busy", (a.busy_s - before.busy_s) / span});
+      out.push_back({prefix + "input_wait",
+                     (a.input_s - before.input_s) / span});
+      out.push_back({prefix + "credit_wait",
+                     (a.credit_s - before.credit_s) / span});
+    }
+    out.push_back({prefix + "replicas", static_cast<double>(a.replicas)});
+    if (a.window > 0)
+      out.push_back({prefix + "window", static_cast<double>(a.window)});
+    before = totals{a.items, a.busy_s, a.input_s, a.credit_s};
+    for (auto& [m, sn] : a.metrics) {
+      double v = summed.count(m) ? sn.first
+                 : m == "staleness_max" ? a.maxima[m]
+                                        : sn.first / sn.second;
+      out.push_back({name + "/" + m, v});
+      if (m == "step" && a.metrics.count("samples")) {
+        trainers = true;
+        global_step += sn.first;
+      }
+    }
+  }
+  if (dt > 0) {
+    out.push_back({"job/records_per_s",
+                   static_cast<double>(p.records - std::min(p.records,
+                                                            last_records_))
+                     / dt});
+    out.push_back({"job/bytes_per_s",
+                   static_cast<double>(p.bytes - std::min(p.bytes,
+                                                          last_bytes_))
+                     / dt});
+  }
+  last_elapsed_ = p.elapsed_s;
+  last_records_ = p.records;
+  last_bytes_ = p.bytes;
+  step = std::max(first_step_, trainers ? static_cast<int64_t>(global_step)
+                                         : static_cast<int64_t>(p.records));
+  return out;
+}
+
+namespace {
+
+struct writer_state {
+  std::shared_ptr<event_writer> writer;
+  bool failed = false;
+};
+
+caf::behavior event_writer_main(caf::stateful_actor<writer_state>* self,
+                                std::shared_ptr<event_writer> w) {
+  self->state.writer = std::move(w);
+  return {
+    [=](metrics_atom, int64_t step, const std::vector<metric>& values,
+        bool last) {
+      auto& st = self->state;
+      if (last)
+        self->quit(); // after this event: the job's final numbers
+      if (st.failed)
+        return;
+      std::vector<std::pair<std::string, double>> scalars;
+      scalars.reserve(values.size());
+      for (auto& m : values)
+        scalars.emplace_back(m.name, m.value);
+      try {
+        st.writer->scalars(step, scalars);
+      } catch (const std::exception& ex) {
+        // The job goes on without its event file.
+        st.failed = true;
+        spdlog::error("TensorBoard events: {}; no more are written", ex.what());
+      }
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_event_writer(caf::actor_system& sys,
+                              const std::string& run_dir,
+                              std::optional<uint64_t> resumed_step) {
+  auto w = std::make_shared<event_writer>(run_dir);
+  if (resumed_step)
+    w->session_start(static_cast<int64_t>(*resumed_step));
+  spdlog::info("TensorBoard events: {}", w->path());
+  return sys.spawn<caf::detached>(event_writer_main, std::move(w));
+}
+
+} // namespace af

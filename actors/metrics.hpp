@@ -1,0 +1,69 @@
+// A job's numbers as TensorBoard scalars, written by a metrics actor
+// (docs/monitoring.md).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/atom.hpp>
+#include <caf/fwd.hpp>
+
+#include "runtime/job.hpp"
+#include "runtime/stage_stats.hpp"
+
+namespace af {
+
+/// Turns successive job_progress snapshots into scalars (tag, value):
+///   stage/<stage>/items_per_s      items out (sinks: in) per second
+///   stage/<stage>/busy             share of the replicas' time in the
+///                                  stage's own code, 0..1
+///   stage/<stage>/input_wait       ... waiting for input
+///   stage/<stage>/credit_wait      ... waiting for credit
+///   stage/<stage>/replicas         replicas reporting
+///   stage/<stage>/window           largest window of its output edges
+///   <stage>/<metric>               the stage's own metrics over its
+///                                  replicas: counts and rates summed
+///                                  (step, samples, samples_per_s...),
+///                                  staleness_max the largest, the others
+///                                  (loss, test_accuracy...) the mean
+///   job/records_per_s, job/bytes_per_s   at the sinks
+/// Rates cover the time since the previous snapshot. The step is the
+/// trainers' steps summed (the global step), else the records at the sinks.
+class progress_scalars {
+public:
+  /// `first_step`: a resumed job's step; no scalar goes before it.
+  explicit progress_scalars(int64_t first_step = 0)
+    : first_step_(first_step) {}
+
+  std::vector<metric> next(const job_progress& p, int64_t& step);
+
+private:
+  int64_t first_step_;
+  struct totals {
+    uint64_t items = 0;
+    double busy_s = 0, input_s = 0, credit_s = 0;
+  };
+  double last_elapsed_ = 0;
+  uint64_t last_records_ = 0, last_bytes_ = 0;
+  std::map<std::string, totals> last_; // by stage
+};
+
+/// (metrics_atom, step, std::vector<metric>, last): scalars for the
+/// metrics actor; `last`: the job's final numbers, after which it quits
+/// (its exit tells that they are written).
+using metrics_atom = caf::atom_constant<caf::atom("af_metric")>;
+
+/// A detached actor that writes (metrics_atom, step, std::vector<metric>,
+/// last) as one scalar event each into a new event file in `run_dir`
+/// (runtime/event_writer.hpp); a resumed job (`resumed_step`) starts with
+/// SessionLog START at that step. Throws std::runtime_error when the file
+/// cannot be made (another writer holds the run directory...).
+caf::actor spawn_event_writer(caf::actor_system& sys,
+                              const std::string& run_dir,
+                              std::optional<uint64_t> resumed_step);
+
+} // namespace af

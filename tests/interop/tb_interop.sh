@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# TensorBoard (the tensorboard package from PyPI) reads what `actorflow run
+# --logdir` writes: the CTR training job with checkpoints, then the same
+# job resumed from its final checkpoint (a SessionLog START at that step).
+# Usage: tb_interop.sh ACTORFLOW
+set -eu
+bin=$1
+here=$(cd "$(dirname "$0")" && pwd)
+data=$here/../apps/data
+py() { bash "$here/python.sh" "$@"; }
+if py -c 'import tensorflow' | grep -q '^SKIP:'; then
+  py -c ''
+  exit 0
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp "$data/train_ctr.pbtxt" "$tmp/job.pbtxt"
+printf '\ncheckpoint { dir: "%s/ckpt" }\n' "$tmp" >>"$tmp/job.pbtxt"
+"$bin" run "$tmp/job.pbtxt" --logdir "$tmp/logs" --no-progress >"$tmp/out" 2>"$tmp/err" \
+  || { cat "$tmp/err"; exit 1; }
+py "$here/tb_interop.py" --logdir "$tmp/logs" --summary "$tmp/out"
+step=$(sed -n 's/^  checkpoints written: .*ckpt-0*\([0-9]\+\)$/\1/p' "$tmp/out")
+[ -n "$step" ] || { echo "FAIL: no checkpoint in the summary"; cat "$tmp/out"; exit 1; }
+sleep 1 # (a new file name: its 10-digit seconds)
+"$bin" run "$tmp/job.pbtxt" --logdir "$tmp/logs" --no-progress --resume >"$tmp/out2" 2>"$tmp/err2" \
+  || { cat "$tmp/err2"; exit 1; }
+grep -q "resumed from .* (step $step)" "$tmp/out2" \
+  || { echo "FAIL: the second run did not resume at step $step"; cat "$tmp/out2"; exit 1; }
+py "$here/tb_interop.py" --logdir "$tmp/logs" --summary "$tmp/out" --resumed-step "$step"
