@@ -1,9 +1,11 @@
 #include "runtime/event_writer.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <stdexcept>
 
