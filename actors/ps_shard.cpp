@@ -66,7 +66,8 @@ struct variable {
   float* writable() {
     if (dense.use_count() > 1) {
       auto fresh = std::make_shared<buffer>(dense->size(), true);
-      std::memcpy(fresh->data(), dense->data(), dense->size());
+      if (dense->size() > 0) // (an empty slice has no memory at all)
+        std::memcpy(fresh->data(), dense->data(), dense->size());
       dense = std::move(fresh);
     }
     return reinterpret_cast<float*>(dense->data());
