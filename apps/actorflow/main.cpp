@@ -73,6 +73,7 @@ struct run_args {
   bool no_progress = false;
   bool resume = false;
   std::string logdir;
+  std::string report_json;
   af::tls_options tls;
 };
 
@@ -319,6 +320,15 @@ int cmd_run(const run_args& args, const af::registry& reg) {
                   });
   }
   af::cli::print_summary(stdout, name, *result);
+  if (!args.report_json.empty()) {
+    if (auto* f = std::fopen(args.report_json.c_str(), "w")) {
+      af::cli::write_report_json(f, name, *result);
+      if (std::fclose(f) != 0)
+        spdlog::error("--report-json {}: cannot write it", args.report_json);
+    } else {
+      spdlog::error("--report-json {}: cannot create it", args.report_json);
+    }
+  }
   for (auto& d : decisions)
     std::printf("  %s\n", d.c_str());
   std::fflush(stdout);
@@ -439,6 +449,10 @@ int main(int argc, char** argv) {
                   "Write TensorBoard event files into LOGDIR/<topology "
                   "name> (docs/monitoring.md); `tensorboard --logdir "
                   "LOGDIR` shows them");
+  run->add_option("--report-json", rargs.report_json,
+                  "Also write the final report (every stage's replicas, "
+                  "items/s, busy and waiting shares, the bottleneck) as "
+                  "JSON to FILE (docs/monitoring.md)");
   add_tls_options(run, rargs.tls);
 
   std::string vpath;

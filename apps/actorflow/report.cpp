@@ -6,6 +6,49 @@
 
 namespace af::cli {
 
+std::vector<stage_row> stage_rows(const job_progress& p) {
+  std::vector<stage_row> rows;
+  std::map<std::string, size_t> at;
+  for (auto& s : p.stages) {
+    auto [it, fresh] = at.try_emplace(s.stage_name, rows.size());
+    if (fresh)
+      rows.push_back(stage_row{s.stage_name});
+    auto& x = rows[it->second];
+    ++x.replicas;
+    x.in += s.items_in;
+    x.out += s.items_out;
+    x.busy_s += s.busy_s;
+    x.wait_in_s += s.wait_input_s;
+    x.wait_credit_s += s.wait_credit_s;
+  }
+  return rows;
+}
+
+bottleneck find_bottleneck(const std::vector<stage_row>& rows) {
+  const stage_row* top = nullptr;
+  for (auto& x : rows)
+    if (top == nullptr || x.share(x.busy_s) > top->share(top->busy_s))
+      top = &x;
+  if (top == nullptr || top->share(top->busy_s) < 0.5)
+    return {"", "no stage was busy half its time: the stages mostly waited "
+                "for each other (small windows?) or for the network"};
+  char busy[64];
+  std::snprintf(busy, sizeof busy, "%d replica%s busy %.0f%%", top->replicas,
+                top->replicas == 1 ? "" : "s",
+                100.0 * top->share(top->busy_s));
+  std::string what = top->name + " is the bottleneck: " + busy + " - ";
+  if (top->in == 0)
+    return {top->name, what + "reading is the limit: more replicas (the "
+                              "input is sharded across them) or faster "
+                              "storage"};
+  if (top->out == 0)
+    return {top->name, what + "the end of the pipeline is the limit and the "
+                              "input keeps up (for training: more trainers "
+                              "or a faster device)"};
+  return {top->name, what + "it needs more replicas (cores), or less work "
+                            "per record"};
+}
+
 void print_summary(std::FILE* out, const std::string& job_name,
                    const run_result& r) {
   auto& p = r.final;
@@ -22,38 +65,18 @@ void print_summary(std::FILE* out, const std::string& job_name,
                static_cast<double>(p.records) / secs,
                static_cast<double>(p.items) / secs,
                human_bytes(static_cast<double>(p.bytes) / secs).c_str());
-  struct row {
-    int replicas = 0;
-    uint64_t in = 0, out = 0;
-    double busy = 0, wait_in = 0, wait_credit = 0;
-  };
-  std::vector<std::string> names;
-  std::map<std::string, row> rows;
-  for (auto& s : p.stages) {
-    if (!rows.count(s.stage_name))
-      names.push_back(s.stage_name);
-    auto& x = rows[s.stage_name];
-    ++x.replicas;
-    x.in += s.items_in;
-    x.out += s.items_out;
-    x.busy += s.busy_s;
-    x.wait_in += s.wait_input_s;
-    x.wait_credit += s.wait_credit_s;
-  }
+  auto rows = stage_rows(p);
   std::fprintf(out, "  %-16s %8s %12s %12s %7s %9s %12s\n", "stage", "replicas",
                "items in", "items out", "busy", "wait-in", "wait-credit");
-  for (auto& name : names) {
-    auto& x = rows[name];
-    auto total = x.busy + x.wait_in + x.wait_credit;
-    auto pct = [&](double v) {
-      return total > 0 ? 100.0 * v / total : 0.0;
-    };
+  for (auto& x : rows)
     std::fprintf(out, "  %-16s %8d %12llu %12llu %6.1f%% %8.1f%% %11.1f%%\n",
-                 name.c_str(), x.replicas,
+                 x.name.c_str(), x.replicas,
                  static_cast<unsigned long long>(x.in),
-                 static_cast<unsigned long long>(x.out), pct(x.busy),
-                 pct(x.wait_in), pct(x.wait_credit));
-  }
+                 static_cast<unsigned long long>(x.out),
+                 100.0 * x.share(x.busy_s), 100.0 * x.share(x.wait_in_s),
+                 100.0 * x.share(x.wait_credit_s));
+  if (!rows.empty())
+    std::fprintf(out, "  bottleneck: %s\n", find_bottleneck(rows).hint.c_str());
   auto t = training_of(p);
   if (t.training) {
     std::fprintf(out,
@@ -89,6 +112,59 @@ void print_summary(std::FILE* out, const std::string& job_name,
     std::fprintf(out, "  checkpoints written: %llu, the newest %s\n",
                  static_cast<unsigned long long>(r.checkpoints),
                  r.last_checkpoint.c_str());
+}
+
+namespace {
+
+std::string json_string(const std::string& x) {
+  std::string out = "\"";
+  for (unsigned char c : x) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+} // namespace
+
+void write_report_json(std::FILE* out, const std::string& job_name,
+                       const run_result& r) {
+  auto& p = r.final;
+  auto secs = p.elapsed_s > 0 ? p.elapsed_s : 1e-9;
+  auto rows = stage_rows(p);
+  auto b = find_bottleneck(rows);
+  std::fprintf(out,
+               "{\"job\": %s, \"ok\": %s, \"stopped\": %s, \"error\": %s,\n"
+               " \"elapsed_s\": %.3f, \"records\": %llu, \"items\": %llu, "
+               "\"bytes\": %llu,\n \"stages\": [",
+               json_string(job_name).c_str(), r.ok ? "true" : "false",
+               r.stopped ? "true" : "false", json_string(r.error).c_str(),
+               p.elapsed_s, static_cast<unsigned long long>(p.records),
+               static_cast<unsigned long long>(p.items),
+               static_cast<unsigned long long>(p.bytes));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto& x = rows[i];
+    std::fprintf(out,
+                 "%s\n  {\"name\": %s, \"replicas\": %d, \"items_in\": %llu, "
+                 "\"items_out\": %llu, \"items_per_s\": %.3f, \"busy\": %.4f, "
+                 "\"wait_input\": %.4f, \"wait_credit\": %.4f}",
+                 i == 0 ? "" : ",", json_string(x.name).c_str(), x.replicas,
+                 static_cast<unsigned long long>(x.in),
+                 static_cast<unsigned long long>(x.out),
+                 static_cast<double>(x.out > 0 ? x.out : x.in) / secs,
+                 x.share(x.busy_s), x.share(x.wait_in_s),
+                 x.share(x.wait_credit_s));
+  }
+  std::fprintf(out, "],\n \"bottleneck\": {\"stage\": %s, \"hint\": %s}}\n",
+               json_string(b.stage).c_str(), json_string(b.hint).c_str());
 }
 
 } // namespace af::cli

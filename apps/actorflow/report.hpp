@@ -3,13 +3,43 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "runtime/job.hpp"
 
 namespace af::cli {
 
-/// Totals, throughput and one row per stage (replicas summed).
+/// One stage of a job's final report: its replicas summed.
+struct stage_row {
+  std::string name;
+  int replicas = 0;
+  uint64_t in = 0, out = 0;
+  double busy_s = 0, wait_in_s = 0, wait_credit_s = 0;
+  /// Shares of the replicas' time (0..1).
+  double share(double part) const {
+    auto total = busy_s + wait_in_s + wait_credit_s;
+    return total > 0 ? part / total : 0.0;
+  }
+};
+
+/// The rows of `p`'s stages, in topology order.
+std::vector<stage_row> stage_rows(const job_progress& p);
+
+/// The stage that holds the job back: the busiest one, if it is busy at
+/// least half its time ("" otherwise), and a hint of what would help.
+struct bottleneck {
+  std::string stage;
+  std::string hint;
+};
+bottleneck find_bottleneck(const std::vector<stage_row>& rows);
+
+/// Totals, throughput, one row per stage (replicas summed) and the
+/// bottleneck line.
 void print_summary(std::FILE* out, const std::string& job_name,
                    const run_result& r);
+
+/// The same as JSON (`actorflow run --report-json FILE`, docs/monitoring.md).
+void write_report_json(std::FILE* out, const std::string& job_name,
+                       const run_result& r);
 
 } // namespace af::cli

@@ -81,6 +81,24 @@ case $case_name in
     expect_out "delivered: 20000 records"
     expect_out "throughput: "
     ;;
+  bottleneck)
+    # The slow transform (0.1 ms per record) holds the job back: the report
+    # names it, and --report-json says the same.
+    run run "$data/bottleneck.pbtxt" --report-json "$tmp/report.json"; expect_rc 0
+    expect_out "^  bottleneck: slow is the bottleneck: 1 replica busy [0-9]\+% - it needs more replicas (cores), or less work per record$"
+    python3 - "$tmp/report.json" <<'PY' || fail "report.json does not say the same"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["job"] == "bottleneck" and r["ok"] is True, r
+names = [s["name"] for s in r["stages"]]
+assert names == ["read", "slow", "sink"], names
+slow = r["stages"][1]
+assert slow["busy"] > 0.5 and slow["items_in"] == 100, slow
+assert r["stages"][0]["wait_credit"] > 0.5, r["stages"][0]
+assert r["bottleneck"]["stage"] == "slow", r["bottleneck"]
+print("report.json:", r["bottleneck"]["hint"])
+PY
+    ;;
   run_failure)
     run run "$data/failing.pbtxt"; expect_rc 1
     expect_err "actorflow: stage decode\[0\] failed: fault injected at item 100"
