@@ -7,6 +7,7 @@
 
 #include <google/protobuf/stubs/strutil.h>
 
+#include "apps/actorflow/json.hpp"
 #include "proto/example.pb.h"
 #include "runtime/tfrecord_reader.hpp"
 
@@ -20,23 +21,6 @@ struct inspect_args {
   bool json = false;
   std::string compression = "auto";
 };
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 std::string json_float(float v) {
   if (std::isnan(v))

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "apps/actorflow/json.hpp"
 #include "apps/actorflow/progress.hpp"
 
 namespace af::cli {
@@ -113,27 +114,6 @@ void print_summary(std::FILE* out, const std::string& job_name,
                  static_cast<unsigned long long>(r.checkpoints),
                  r.last_checkpoint.c_str());
 }
-
-namespace {
-
-std::string json_string(const std::string& x) {
-  std::string out = "\"";
-  for (unsigned char c : x) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
-} // namespace
 
 void write_report_json(std::FILE* out, const std::string& job_name,
                        const run_result& r) {
