@@ -107,6 +107,8 @@ public:
   }
 
   void metrics(std::vector<metric>& out) const override {
+    out.push_back({"network_bytes",
+                   static_cast<double>(client_->network_bytes())});
     if (evaluations_ == 0)
       return;
     out.push_back({"eval_step", static_cast<double>(step_)});

@@ -11,7 +11,6 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/event_writer.hpp"
-#include "runtime/stream.hpp"
 
 namespace af {
 
@@ -21,9 +20,22 @@ namespace {
 // every other one the mean.
 const std::set<std::string> summed = {"step",          "samples",
                                       "samples_per_s", "skipped_steps",
-                                      "evaluations"};
+                                      "evaluations",   "network_bytes"};
 
 } // namespace
+
+uint64_t network_bytes_of(const job_progress& p) {
+  uint64_t n = 0;
+  for (auto& s : p.stages) {
+    for (auto& e : s.out_edges)
+      if (e.remote)
+        n += e.bytes_sent;
+    for (auto& m : s.metrics)
+      if (m.name == "network_bytes")
+        n += static_cast<uint64_t>(m.value);
+  }
+  return n;
+}
 
 std::vector<metric> progress_scalars::next(const job_progress& p,
                                            int64_t& step) {
@@ -59,6 +71,7 @@ std::vector<metric> progress_scalars::next(const job_progress& p,
       mx = n == 1 ? m.value : std::max(mx, m.value);
     }
   }
+  auto network = network_bytes_of(p);
   double global_step = 0;
   bool trainers = false;
   for (auto& name : order) {
@@ -101,7 +114,13 @@ std::vector<metric> progress_scalars::next(const job_progress& p,
                    static_cast<double>(p.bytes - std::min(p.bytes,
                                                           last_bytes_))
                      / dt});
+    out.push_back({"job/network_bytes_per_s",
+                   static_cast<double>(network - std::min(network,
+                                                          last_network_))
+                     / dt});
   }
+  out.push_back({"job/network_bytes", static_cast<double>(network)});
+  last_network_ = network;
   last_elapsed_ = p.elapsed_s;
   last_records_ = p.records;
   last_bytes_ = p.bytes;
@@ -122,7 +141,7 @@ caf::behavior event_writer_main(caf::stateful_actor<writer_state>* self,
   self->state.writer = std::move(w);
   return {
     [=](metrics_atom, int64_t step, const std::vector<metric>& values,
-        bool last) {
+        const std::vector<histogram_summary>& histograms, bool last) {
       auto& st = self->state;
       if (last)
         self->quit(); // after this event: the job's final numbers
@@ -134,6 +153,8 @@ caf::behavior event_writer_main(caf::stateful_actor<writer_state>* self,
         scalars.emplace_back(m.name, m.value);
       try {
         st.writer->scalars(step, scalars);
+        for (auto& h : histograms)
+          st.writer->histogram(h);
       } catch (const std::exception& ex) {
         // The job goes on without its event file.
         st.failed = true;

@@ -17,6 +17,11 @@
 
 namespace af {
 
+/// Bytes that crossed the network so far: batches on edges to stages on
+/// other nodes, and parameters and gradients between trainers and shards
+/// on other nodes (tensor data; CAF's framing not counted).
+uint64_t network_bytes_of(const job_progress& p);
+
 /// Turns successive job_progress snapshots into scalars (tag, value):
 ///   stage/<stage>/items_per_s      items out (sinks: in) per second
 ///   stage/<stage>/busy             share of the replicas' time in the
@@ -31,6 +36,7 @@ namespace af {
 ///                                  staleness_max the largest, the others
 ///                                  (loss, test_accuracy...) the mean
 ///   job/records_per_s, job/bytes_per_s   at the sinks
+///   job/network_bytes, job/network_bytes_per_s   network_bytes_of()
 /// Rates cover the time since the previous snapshot. The step is the
 /// trainers' steps summed (the global step), else the records at the sinks.
 class progress_scalars {
@@ -48,17 +54,19 @@ private:
     double busy_s = 0, input_s = 0, credit_s = 0;
   };
   double last_elapsed_ = 0;
-  uint64_t last_records_ = 0, last_bytes_ = 0;
+  uint64_t last_records_ = 0, last_bytes_ = 0, last_network_ = 0;
   std::map<std::string, totals> last_; // by stage
 };
 
-/// (metrics_atom, step, std::vector<metric>, last): scalars for the
-/// metrics actor; `last`: the job's final numbers, after which it quits
-/// (its exit tells that they are written).
+/// (metrics_atom, step, std::vector<metric>,
+/// std::vector<histogram_summary>, last): scalars at `step` and histograms
+/// (each at its own step) for the metrics actor; `last`: the job's final
+/// numbers, after which it quits (its exit tells that they are written).
 using metrics_atom = caf::atom_constant<caf::atom("af_metric")>;
 
-/// A detached actor that writes (metrics_atom, step, std::vector<metric>,
-/// last) as one scalar event each into a new event file in `run_dir`
+/// A detached actor that writes each (metrics_atom, ...) message as one
+/// scalar event and one event per histogram into a new event file in
+/// `run_dir`
 /// (runtime/event_writer.hpp); a resumed job (`resumed_step`) starts with
 /// SessionLog START at that step. Throws std::runtime_error when the file
 /// cannot be made (another writer holds the run directory...).

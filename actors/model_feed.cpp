@@ -270,6 +270,15 @@ struct ps_client::impl {
   std::vector<uint32_t> pushes_shard;  // the shard of each
   std::vector<bool> down;              // per shard, from its monitor
   std::vector<bool> gone;              // per shard, the coordinator says
+  uint64_t network_bytes = 0; // slices to and from shards on other nodes
+
+  bool remote(uint32_t s) const { return shards[s].node() != self->node(); }
+  static uint64_t bytes_of(const std::vector<ps_slice>& slices) {
+    uint64_t n = 0;
+    for (auto& sl : slices)
+      n += sl.index.byte_size() + sl.values.byte_size();
+    return n;
+  }
 
   // Parts of the dense values of shard s in a pull or push.
   uint32_t parts_of(uint32_t s) const {
@@ -689,6 +698,8 @@ double ps_client::pull_wait(gpu::model& m) {
                                asked[i]);
       },
       [&](ps_params& p) {
+        if (d.remote(s))
+          d.network_bytes += impl::bytes_of(p.slices);
         d.read_version[s] =
           seen[s] ? std::min(d.read_version[s], p.version) : p.version;
         seen[s] = true;
@@ -923,13 +934,24 @@ ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
   // was sent: the shards apply a push while the worker computes the next.
   d.collect_acks(result);
   d.pushes.reserve(messages.size());
-  for (size_t j = 0; j < messages.size(); ++j)
+  for (size_t j = 0; j < messages.size(); ++j) {
+    if (d.remote(to[j]))
+      d.network_bytes += impl::bytes_of(messages[j].grads);
     d.pushes.push_back(d.self->request(d.shards[to[j]], patience,
                                        ps_push_atom::value, messages[j]));
+  }
   d.pushes_req = std::move(messages);
   d.pushes_shard = std::move(to);
   d.clock = std::max(d.clock, step);
   return result;
+}
+
+uint64_t ps_client::network_bytes() const noexcept {
+  return impl_->network_bytes;
+}
+
+uint64_t ps_client::read_version() const noexcept {
+  return impl_->read_version.empty() ? 0 : impl_->read_version[0];
 }
 
 void ps_client::set_part_bytes(size_t bytes, size_t window) {

@@ -125,6 +125,13 @@ public:
   /// message per shard always. Call between pulls and pushes.
   void set_part_bytes(size_t bytes, size_t window = 8);
 
+  /// Bytes of parameters pulled from, and gradients pushed to, shards on
+  /// other nodes so far (the tensors' data; CAF's framing not counted).
+  uint64_t network_bytes() const noexcept;
+  /// The version (updates applied) of shard 0's parameters that the last
+  /// pull read: the global step those parameters belong to.
+  uint64_t read_version() const noexcept;
+
 private:
   struct impl;
   std::unique_ptr<impl> impl_;

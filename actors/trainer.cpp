@@ -25,6 +25,7 @@ struct trainer_config {
   int64_t fail_at_step = 0; // 0: never
   int64_t fail_replica = 0;
   bool prefetch = false;
+  int64_t histogram_every = 500; // 0: never
 };
 
 trainer_config config_of(const topology::Stage& s) {
@@ -39,6 +40,8 @@ trainer_config config_of(const topology::Stage& s) {
   c.fail_replica = p.fail_replica();
   if (p.has_prefetch())
     c.prefetch = p.prefetch();
+  if (p.has_histogram_every_steps())
+    c.histogram_every = p.histogram_every_steps();
   return c;
 }
 
@@ -157,6 +160,14 @@ public:
     out.push_back({"wait_data_s", wait_data_s_});
     out.push_back({"wait_params_s", wait_params_s_});
     out.push_back({"skipped_steps", static_cast<double>(skipped_)});
+    out.push_back({"network_bytes",
+                   static_cast<double>(client_->network_bytes())});
+  }
+
+  void take_histograms(std::vector<histogram_summary>& out) override {
+    for (auto& h : histograms_)
+      out.push_back(std::move(h));
+    histograms_.clear();
   }
 
 private:
@@ -207,6 +218,9 @@ private:
     auto r = model_->train_step(cur.x.get(), cur.labels.get(), cur.host.n,
                                 seed);
     ++steps_;
+    if (info_.replica == 0 && cfg_.histogram_every > 0
+        && steps_ % static_cast<uint64_t>(cfg_.histogram_every) == 0)
+      summarize_variables(cur.host.n, cur.host.rows.size());
     if (cfg_.fail_at_step > 0 && cfg_.fail_replica == info_.replica
         && static_cast<int64_t>(steps_) == cfg_.fail_at_step)
       throw std::runtime_error("fault injection: trainer fails at step "
@@ -243,6 +257,31 @@ private:
                    samples_per_s(),
                    staleness_sum_
                      / static_cast<double>(std::max<uint64_t>(1, acks_)));
+  }
+
+  // Every variable's weights (as pulled for this step) and gradient (the
+  // batch mean), at the global step of those weights. Before the push:
+  // top-k sparsification changes the gradient buffers.
+  void summarize_variables(int64_t samples, size_t local_rows) {
+    auto step = static_cast<int64_t>(client_->read_version());
+    auto& params = model_->params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto& p = params[i];
+      auto n = static_cast<size_t>(p.size());
+      if (p.sparse) // the rows this step touched
+        n = std::min(local_rows * static_cast<size_t>(p.row_size()),
+                     model_->value(i).bytes() / sizeof(float));
+      host_values_.resize(n);
+      dev_->download(host_values_.data(), model_->value(i).get(),
+                     n * sizeof(float));
+      histograms_.push_back(
+        summarize("weights/" + p.name, step, host_values_.data(), n));
+      dev_->download(host_values_.data(), model_->grad(i).get(),
+                     n * sizeof(float));
+      histograms_.push_back(
+        summarize("gradients/" + p.name, step, host_values_.data(), n,
+                  samples > 0 ? 1.0 / static_cast<double>(samples) : 1.0));
+    }
   }
 
   // Staleness comes with the acknowledgements of the push before.
@@ -283,6 +322,8 @@ private:
   uint64_t staleness_max_ = 0;
   double wait_data_s_ = 0, wait_params_s_ = 0;
   clock_type::time_point first_{}, last_end_{};
+  std::vector<histogram_summary> histograms_; // not yet reported
+  std::vector<float> host_values_;
 };
 
 std::string check(const topology::Stage& s) {
@@ -297,6 +338,8 @@ std::string check(const topology::Stage& s) {
     return "topk_fraction must be in [0, 1) (0: push every gradient)";
   if (c.log_every < 0)
     return "log_every_steps must be >= 0";
+  if (c.histogram_every < 0)
+    return "histogram_every_steps must be >= 0 (0: no histograms)";
   return {};
 }
 

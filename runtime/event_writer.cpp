@@ -140,40 +140,21 @@ void event_writer::scalars(
   write(e);
 }
 
-void event_writer::histogram(const std::string& tag, int64_t step,
-                             const std::vector<float>& values) {
+void event_writer::histogram(const histogram_summary& hs) {
   tf::Event e;
   e.set_wall_time(now_s());
-  e.set_step(step);
+  e.set_step(hs.step);
   auto* v = e.mutable_summary()->add_value();
-  v->set_tag(tag);
+  v->set_tag(hs.tag);
   auto* h = v->mutable_histo();
-  if (values.empty()) {
-    write(e);
-    return;
-  }
-  double lo = values[0], hi = values[0], sum = 0, squares = 0;
-  for (auto x : values) {
-    lo = std::min<double>(lo, x);
-    hi = std::max<double>(hi, x);
-    sum += x;
-    squares += static_cast<double>(x) * x;
-  }
-  constexpr int buckets = 30;
-  std::vector<double> counts(buckets, 0.0);
-  double width = (hi - lo) / buckets;
-  for (auto x : values) {
-    int b = width > 0 ? static_cast<int>((x - lo) / width) : buckets - 1;
-    counts[static_cast<size_t>(std::clamp(b, 0, buckets - 1))] += 1;
-  }
-  h->set_min(lo);
-  h->set_max(hi);
-  h->set_num(static_cast<double>(values.size()));
-  h->set_sum(sum);
-  h->set_sum_squares(squares);
-  for (int b = 0; b < buckets; ++b) {
-    h->add_bucket_limit(width > 0 ? lo + width * (b + 1) : hi);
-    h->add_bucket(counts[static_cast<size_t>(b)]);
+  h->set_min(hs.min);
+  h->set_max(hs.max);
+  h->set_num(hs.num);
+  h->set_sum(hs.sum);
+  h->set_sum_squares(hs.sum_squares);
+  for (size_t b = 0; b < hs.limits.size() && b < hs.counts.size(); ++b) {
+    h->add_bucket_limit(hs.limits[b]);
+    h->add_bucket(hs.counts[b]);
   }
   write(e);
 }

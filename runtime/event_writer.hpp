@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/histogram.hpp"
+
 namespace af {
 
 namespace tf {
@@ -45,10 +47,8 @@ public:
   /// One event at `step` with a scalar per (tag, value).
   void scalars(int64_t step,
                const std::vector<std::pair<std::string, double>>& values);
-  /// A histogram of `values` under `tag` (30 equal buckets from the
-  /// smallest to the largest value).
-  void histogram(const std::string& tag, int64_t step,
-                 const std::vector<float>& values);
+  /// One histogram event (runtime/histogram.hpp: summarize()).
+  void histogram(const histogram_summary& h);
   /// SessionLog START at `step`: TensorBoard drops the events of steps
   /// >= step written before (a resumed job continues there).
   void session_start(int64_t step);

@@ -242,6 +242,8 @@ struct coordinator_state {
   bool stopped = false;
   std::string error;
   std::map<std::string, stage_stats> stats;
+  // Histograms reported since the last progress snapshot.
+  std::vector<histogram_summary> histograms;
   clock_type::time_point begin = clock_type::now();
   std::shared_ptr<ckpt_settings> ckpt;
   std::optional<ckpt_round> round;
@@ -267,6 +269,16 @@ struct coordinator_state {
 
 using coordinator_actor = caf::stateful_actor<coordinator_state>;
 
+// A replica's report: its histograms wait for the next progress snapshot,
+// its counters replace the previous report's.
+void keep_stats(coordinator_state& st, stage_stats&& s) {
+  for (auto& h : s.histograms)
+    st.histograms.push_back(std::move(h));
+  s.histograms.clear();
+  auto label = s.stage;
+  st.stats[label] = std::move(s);
+}
+
 job_progress progress_of(coordinator_state& st) {
   job_progress p;
   p.elapsed_s =
@@ -284,6 +296,8 @@ job_progress progress_of(coordinator_state& st) {
     }
     p.stages.push_back(s);
   }
+  p.histograms = std::move(st.histograms);
+  st.histograms.clear();
   return p;
 }
 
@@ -988,14 +1002,13 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
           ckpt_tick_atom::value);
     },
     [=](stats_atom, stage_stats& s) {
-      auto label = s.stage;
-      self->state.stats[label] = std::move(s);
+      keep_stats(self->state, std::move(s));
       maybe_checkpoint(self, false);
     },
     [=](done_atom, stage_stats& s) {
       auto& st = self->state;
       auto label = s.stage;
-      st.stats[label] = std::move(s);
+      keep_stats(st, std::move(s));
       for (auto& r : st.replicas)
         if (r.label == label) {
           r.done = true;

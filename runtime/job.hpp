@@ -30,6 +30,9 @@ struct job_progress {
   uint64_t bytes = 0;
   /// Latest report of every replica that has reported.
   std::vector<stage_stats> stages;
+  /// Histograms reported since the previous snapshot (a trainer's weights
+  /// and gradients), oldest first; each snapshot hands them out once.
+  std::vector<histogram_summary> histograms;
 };
 
 struct run_result {

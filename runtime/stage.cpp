@@ -63,6 +63,9 @@ void stage_logic::take_over(uint32_t, uint64_t) {
 void stage_logic::metrics(std::vector<metric>&) const {
 }
 
+void stage_logic::take_histograms(std::vector<histogram_summary>&) {
+}
+
 const std::vector<caf::actor>&
 job_context::service(const std::string& name) const {
   static const std::vector<caf::actor> none;
@@ -162,8 +165,10 @@ using stage_actor = caf::stateful_actor<stage_state>;
 stage_stats snapshot(stage_state& st) {
   auto result = st.stats;
   result.out_edges = st.out.stats();
-  if (st.setup.logic)
+  if (st.setup.logic) {
     st.setup.logic->metrics(result.metrics);
+    st.setup.logic->take_histograms(result.histograms);
+  }
   return result;
 }
 
@@ -807,6 +812,7 @@ caf::behavior stage_main(stage_actor* self, stage_setup setup) {
       for (auto& d : w.downstreams) {
         st.out.add(d.peer, d.name);
         st.out.edges().back().keep = d.resend;
+        st.out.edges().back().stats.remote = d.peer.node() != self->node();
         self->monitor(d.peer);
       }
       st.source = w.upstreams.empty();

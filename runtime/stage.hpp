@@ -133,6 +133,10 @@ public:
   /// Adds the stage's own metrics (loss, accuracy...) to `out`; called on
   /// the replica's thread whenever it reports its stats.
   virtual void metrics(std::vector<metric>& out) const;
+  /// Moves the histograms made since the last call into `out` (a trainer's
+  /// weights and gradients); called whenever the replica reports its
+  /// stats. Default: none.
+  virtual void take_histograms(std::vector<histogram_summary>& out);
 };
 
 struct stage_setup {

@@ -9,6 +9,8 @@
 
 #include <caf/meta/type_name.hpp>
 
+#include "runtime/histogram.hpp"
+
 namespace af {
 
 /// The producer's side of one outgoing edge.
@@ -21,13 +23,15 @@ struct edge_stats {
   uint64_t max_in_flight_items = 0;
   uint64_t max_in_flight_bytes = 0;
   uint64_t lost_items = 0; // in flight when the peer went down
+  /// The consumer runs on another node: bytes_sent crossed the network.
+  bool remote = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, edge_stats& x) {
   return f(caf::meta::type_name("af::edge_stats"), x.peer, x.window,
            x.byte_budget, x.items_sent, x.bytes_sent, x.max_in_flight_items,
-           x.max_in_flight_bytes, x.lost_items);
+           x.max_in_flight_bytes, x.lost_items, x.remote);
 }
 
 /// A named value a stage reports about its own work (a trainer's loss,
@@ -63,6 +67,9 @@ struct stage_stats {
   std::vector<metric> metrics;
   /// Epochs whose end was sent downstream.
   uint64_t epochs_ended = 0;
+  /// Histograms made since the previous report (stage_logic::
+  /// take_histograms).
+  std::vector<histogram_summary> histograms;
 };
 
 template <class Inspector>
@@ -70,7 +77,8 @@ typename Inspector::result_type inspect(Inspector& f, stage_stats& x) {
   return f(caf::meta::type_name("af::stage_stats"), x.stage, x.stage_name,
            x.replica, x.is_sink, x.items_in, x.records_in, x.bytes_in,
            x.items_out, x.records_out, x.bytes_out, x.busy_s, x.wait_input_s,
-           x.wait_credit_s, x.out_edges, x.metrics, x.epochs_ended);
+           x.wait_credit_s, x.out_edges, x.metrics, x.epochs_ended,
+           x.histograms);
 }
 
 } // namespace af

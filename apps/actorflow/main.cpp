@@ -243,7 +243,7 @@ int cmd_run(const run_args& args, const af::registry& reg) {
         int64_t step = 0;
         auto values = scalars->next(p, step);
         caf::anon_send(*a, af::metrics_atom::value, step, std::move(values),
-                       false);
+                       p.histograms, false);
       }
     };
   install_signal_handlers();
@@ -312,7 +312,7 @@ int cmd_run(const run_args& args, const af::registry& reg) {
     caf::scoped_actor self{sys};
     self->monitor(events_actor);
     self->send(events_actor, af::metrics_atom::value, step, std::move(values),
-               true);
+               result->final.histograms, true);
     self->receive([](caf::down_msg&) {},
                   caf::after(std::chrono::seconds{5}) >> [] {
                     spdlog::warn("TensorBoard events: the writer did not "

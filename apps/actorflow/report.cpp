@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "actors/metrics.hpp"
 #include "apps/actorflow/json.hpp"
 #include "apps/actorflow/progress.hpp"
 
@@ -66,6 +67,10 @@ void print_summary(std::FILE* out, const std::string& job_name,
                static_cast<double>(p.records) / secs,
                static_cast<double>(p.items) / secs,
                human_bytes(static_cast<double>(p.bytes) / secs).c_str());
+  if (auto net = network_bytes_of(p); net > 0)
+    std::fprintf(out, "  network: %s between nodes (%s/s)\n",
+                 human_bytes(static_cast<double>(net)).c_str(),
+                 human_bytes(static_cast<double>(net) / secs).c_str());
   auto rows = stage_rows(p);
   std::fprintf(out, "  %-16s %8s %12s %12s %7s %9s %12s\n", "stage", "replicas",
                "items in", "items out", "busy", "wait-in", "wait-credit");
@@ -124,12 +129,13 @@ void write_report_json(std::FILE* out, const std::string& job_name,
   std::fprintf(out,
                "{\"job\": %s, \"ok\": %s, \"stopped\": %s, \"error\": %s,\n"
                " \"elapsed_s\": %.3f, \"records\": %llu, \"items\": %llu, "
-               "\"bytes\": %llu,\n \"stages\": [",
+               "\"bytes\": %llu, \"network_bytes\": %llu,\n \"stages\": [",
                json_string(job_name).c_str(), r.ok ? "true" : "false",
                r.stopped ? "true" : "false", json_string(r.error).c_str(),
                p.elapsed_s, static_cast<unsigned long long>(p.records),
                static_cast<unsigned long long>(p.items),
-               static_cast<unsigned long long>(p.bytes));
+               static_cast<unsigned long long>(p.bytes),
+               static_cast<unsigned long long>(network_bytes_of(p)));
   for (size_t i = 0; i < rows.size(); ++i) {
     auto& x = rows[i];
     std::fprintf(out,

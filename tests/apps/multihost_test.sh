@@ -288,10 +288,16 @@ decoder_killed() {
 # The CTR job of data/multi_placement.pbtxt.in on nodes w1 and w2.
 run_placement() {
   topology multi_placement "${port[w1]}" "${port[w2]}"
-  run_limited 90 run "$topo" --no-progress
+  run_limited 90 run "$topo" --no-progress --report-json "$tmp/report.json"
   expect_rc 0
   expect_out "job 'multi-placement' finished"
   expect_out "^  training: [0-9]\+ steps, 80000 samples, "
+  # Batches go from w1 to the trainers on w2: the 80000 records' ids alone
+  # are 2.56 MB (then labels, and the parameters of ps[0] on w1).
+  expect_out "^  network: .* between nodes"
+  local net
+  net=$(sed -n 's/.*"network_bytes": \([0-9]*\).*/\1/p' "$tmp/report.json")
+  [ "${net:-0}" -gt 2560000 ] || fail "network_bytes '$net' in the report: below the ids' 2.56 MB"
   read_auc
   expect_auc_near_planted
 }

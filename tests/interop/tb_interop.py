@@ -5,8 +5,10 @@ Usage: tb_interop.py --logdir DIR --summary FILE [--resumed-step N]
 DIR holds the run directory of one job (train-ctr); FILE is that run's
 stdout (its summary). TensorBoard's own reader (EventAccumulator) must see
 the scalars we write under the expected tags, with steps in order, and
-the final step and test AUC the summary printed; every file starts with
-the file-version event. With --resumed-step, only the newest file is
+the final step and test AUC the summary printed, histograms of every
+variable's weights and gradients (trainer histogram_every_steps: 50), and
+zero bytes over the network (one process); every file starts with the
+file-version event. With --resumed-step, only the newest file is
 checked: a SessionLog START at that step, and no scalar before it. Prints "SKIP: ..." and exits 0 where the
 tensorboard package cannot be imported.
 """
@@ -74,12 +76,12 @@ if not m or not t:
     fail("the summary has no training or test line:\n" + summary)
 steps, auc = int(m.group(1)), float(t.group(3))
 
-ea = EventAccumulator(run)
+ea = EventAccumulator(run, size_guidance={"histograms": 0, "scalars": 0})
 ea.Reload()
 tags = set(ea.Tags()["scalars"])
 want = {"train/loss", "train/step", "train/samples_per_s",
         "train/staleness_mean", "train/staleness_max", "evaluate/test_auc",
-        "job/records_per_s"}
+        "job/records_per_s", "job/network_bytes", "job/network_bytes_per_s"}
 for stage in ("clicks", "batch", "train", "evaluate"):
     for what in ("items_per_s", "busy", "credit_wait", "replicas"):
         want.add(f"stage/{stage}/{what}")
@@ -98,6 +100,38 @@ if last_step.step != steps or int(last_step.value) != steps:
 last_auc = ea.Scalars("evaluate/test_auc")[-1].value
 if abs(last_auc - auc) > 1e-3:
     fail(f"evaluate/test_auc ends at {last_auc}, the summary says {auc}")
+if ea.Scalars("job/network_bytes")[-1].value != 0:
+    fail("job/network_bytes is not 0 in a job of one process")
+
+# Histograms: the model is embedding 200x4 (pulled by row), flatten, dense 1.
+sizes = {"0_embedding/table": None, "2_dense/kernel": 16, "2_dense/bias": 1}
+htags = set(ea.Tags()["histograms"])
+want_h = {f"{kind}/{var}" for kind in ("weights", "gradients")
+          for var in sizes}
+if want_h - htags:
+    fail(f"histograms missing: {sorted(want_h - htags)} (have {sorted(htags)})")
+for tag in sorted(want_h):
+    events = ea.Histograms(tag)
+    seen = [e.step for e in events]
+    # Replica 0 makes about steps / 2 / 50 of each.
+    if len(seen) < steps // 2 // 50 - 1 or seen != sorted(set(seen)):
+        fail(f"{tag}: steps {seen} (the job took {steps} steps)")
+    for e in events:
+        h = e.histogram_value
+        size = sizes[tag.split("/", 1)[1]]
+        if size is not None and h.num != size:
+            fail(f"{tag} at {e.step}: {h.num} values, the variable has {size}")
+        if size is None and (h.num == 0 or h.num % 4 != 0):
+            fail(f"{tag} at {e.step}: {h.num} values, not whole rows of 4")
+        if sum(h.bucket) != h.num or not h.min <= h.max:
+            fail(f"{tag} at {e.step}: buckets {list(h.bucket)} for {h.num} "
+                 f"values, min {h.min} max {h.max}")
+        if list(h.bucket_limit) != sorted(h.bucket_limit) \
+                or abs(h.bucket_limit[-1] - h.max) > 1e-6 * max(1, abs(h.max)):
+            fail(f"{tag} at {e.step}: bucket limits {list(h.bucket_limit)}")
+print(f"{len(want_h)} histogram tags, {len(ea.Histograms('weights/2_dense/kernel'))} "
+      "events each")
+
 print(f"{len(tags)} scalar tags; train/step ends at {steps}, "
       f"evaluate/test_auc at {last_auc:.4f} (summary {auc})")
 print("PASS")

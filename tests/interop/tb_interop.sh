@@ -14,7 +14,10 @@ if py -c 'import tensorflow' | grep -q '^SKIP:'; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cp "$data/train_ctr.pbtxt" "$tmp/job.pbtxt"
+# Histograms every 50 steps of replica 0 (about 390 steps each).
+sed 's/trainer { log_every_steps: 0 }/trainer { log_every_steps: 0 histogram_every_steps: 50 }/' \
+  "$data/train_ctr.pbtxt" >"$tmp/job.pbtxt"
+grep -q histogram_every_steps "$tmp/job.pbtxt" || { echo "FAIL: train_ctr.pbtxt changed"; exit 1; }
 printf '\ncheckpoint { dir: "%s/ckpt" }\n' "$tmp" >>"$tmp/job.pbtxt"
 "$bin" run "$tmp/job.pbtxt" --logdir "$tmp/logs" --no-progress >"$tmp/out" 2>"$tmp/err" \
   || { cat "$tmp/err"; exit 1; }

@@ -5,6 +5,7 @@
 #include <map>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 
 #include "actors/metrics.hpp"
@@ -84,7 +85,8 @@ TEST_CASE("an event writer names its file as TensorBoard expects, starts "
                       Catch::Contains("another process is writing events"));
     w.session_start(40);
     w.scalars(41, {{"train/loss", 0.5}, {"stage/read/busy", 0.25}});
-    w.histogram("weights/kernel", 41, {1.0f, 2.0f, 2.0f, 4.0f});
+    const float values[] = {1.0f, 2.0f, 2.0f, 4.0f};
+    w.histogram(summarize("weights/kernel", 41, values, 4));
     auto events = read_events(w.path());
     REQUIRE(events.size() == 4);
     CHECK(events[0].file_version() == "brain.Event:2");
@@ -152,4 +154,43 @@ TEST_CASE("progress becomes per-stage rates and the trainers' global step",
   CHECK(m.at("train/samples") == 400);
   CHECK(m.at("train/loss") == Approx(0.3));
   CHECK(m.at("train/staleness_max") == 3);
+}
+
+TEST_CASE("summarize: buckets, sums and non-finite values of a histogram",
+          "[events]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float v[] = {-1.0f, 0.0f, 0.0f, 3.0f, nan, inf};
+  auto h = summarize("w", 7, v, 6, 1.0, 4);
+  CHECK(h.tag == "w");
+  CHECK(h.step == 7);
+  CHECK(h.num == 4);
+  CHECK(h.nonfinite == 2);
+  CHECK(h.min == -1.0);
+  CHECK(h.max == 3.0);
+  CHECK(h.sum == 2.0);
+  CHECK(h.sum_squares == 10.0);
+  // (-1, 0] holds -1 and both zeros; (2, 3] holds 3.
+  CHECK(h.limits == std::vector<double>{0.0, 1.0, 2.0, 3.0});
+  CHECK(h.counts == std::vector<double>{3.0, 0.0, 0.0, 1.0});
+
+  SECTION("scaled (a gradient sum over a batch of 2)") {
+    auto s = summarize("g", 0, v, 4, 0.5, 4);
+    CHECK(s.min == -0.5);
+    CHECK(s.max == 1.5);
+    CHECK(s.sum == 1.0);
+    CHECK(s.counts == std::vector<double>{3.0, 0.0, 0.0, 1.0});
+  }
+  SECTION("all values equal: one bucket") {
+    const float same[] = {2.0f, 2.0f, 2.0f};
+    auto s = summarize("b", 0, same, 3);
+    CHECK(s.limits == std::vector<double>{2.0});
+    CHECK(s.counts == std::vector<double>{3.0});
+  }
+  SECTION("no finite value: no buckets") {
+    auto s = summarize("e", 0, v + 4, 2);
+    CHECK(s.num == 0);
+    CHECK(s.nonfinite == 2);
+    CHECK(s.counts.empty());
+  }
 }
