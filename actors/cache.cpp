@@ -46,6 +46,7 @@ public:
       spill(item);
     }
     seq_ = std::max(seq_, item.seq + 1);
+    first_pass_records_ += static_cast<uint64_t>(item.records());
     out.push(std::move(item));
   }
 
@@ -72,6 +73,14 @@ public:
   }
 
   void finish(emitter&) override { close_spill(); }
+
+  // Known once the first pass is complete (then every epoch repeats it).
+  void metrics(std::vector<metric>& out) const override {
+    if (epoch_ > 0)
+      out.push_back({"records_total",
+                     static_cast<double>(first_pass_records_
+                                         * static_cast<uint64_t>(epochs_))});
+  }
 
 private:
   void start_replay() {
@@ -138,6 +147,7 @@ private:
   std::vector<char> buf_;
   uint64_t epoch_ = 0;
   size_t next_ = 0;
+  uint64_t first_pass_records_ = 0;
   // Replayed items continue the first pass's sequence numbers, so that they
   // stay unique (deterministic mode reorders by them).
   uint64_t seq_ = 0;

@@ -61,6 +61,11 @@ public:
     return epoch_ < static_cast<uint64_t>(epochs_);
   }
 
+  void metrics(std::vector<metric>& out) const override {
+    out.push_back({"records_total",
+                   static_cast<double>((end_ - begin_) * epochs_)});
+  }
+
   std::string snapshot() const override {
     std::ostringstream s;
     s << "idx1 " << epoch_ << ' ' << next_;

@@ -217,6 +217,13 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
 
 // Requests to shards time out after this and are sent again (see await).
 constexpr auto patience = std::chrono::seconds{2};
+// The requests await() waits for carry no CAF timeout: await() keeps the
+// time itself. In CAF 0.17 a request's timeout fires even after the answer
+// came, and a blocking actor never takes that stale timeout message out
+// of its mailbox: at thousands of requests a second, the mailbox grew by
+// as many messages and every receive scanned them all (a job's steps per
+// second fell by 100x within a minute).
+const caf::duration awaited{caf::infinite};
 // How long a shard that keeps a request waiting may take to answer stats
 // requests before it counts as lost (it answers between two updates).
 constexpr auto probe_patience = std::chrono::seconds{10};
@@ -255,7 +262,7 @@ struct ps_client::impl {
   // The outstanding pull (pull_async): its requests (one per shard, or one
   // per part) in the order they go out; the first `pending.size()` are out.
   using pull_handle = decltype(std::declval<caf::scoped_actor&>()->request(
-    caf::actor{}, patience, ps_pull_atom::value, ps_pull{}));
+    caf::actor{}, awaited, ps_pull_atom::value, ps_pull{}));
   std::vector<pull_handle> pending;
   std::vector<ps_pull> pending_req;     // all of them, kept to ask again
   std::vector<uint32_t> pending_shard;  // the shard of each
@@ -264,7 +271,7 @@ struct ps_client::impl {
   std::chrono::steady_clock::time_point pull_begin;
   // The outstanding push: its messages (one per shard, or one per part).
   using push_handle = decltype(std::declval<caf::scoped_actor&>()->request(
-    caf::actor{}, patience, ps_push_atom::value, ps_push{}));
+    caf::actor{}, awaited, ps_push_atom::value, ps_push{}));
   std::vector<push_handle> pushes;
   std::vector<ps_push> pushes_req;     // kept to send again
   std::vector<uint32_t> pushes_shard;  // the shard of each
@@ -291,7 +298,7 @@ struct ps_client::impl {
   }
 
   void send_pull(size_t i) {
-    pending.push_back(self->request(shards[pending_shard[i]], patience,
+    pending.push_back(self->request(shards[pending_shard[i]], awaited,
                                     ps_pull_atom::value, pending_req[i]));
   }
 
@@ -305,6 +312,7 @@ struct ps_client::impl {
   void await(size_t s, Handle& h, Resend resend, Ok ok) {
     for (;;) {
       bool again = false;
+      auto deadline = std::chrono::steady_clock::now() + patience;
       // In slices, to hear at once when the coordinator says the shard is
       // lost: its answer will not come (and CAF 0.17 gives the request no
       // error for a lost node until it times out).
@@ -323,7 +331,8 @@ struct ps_client::impl {
           caf::after(notice_slice) >> [&] { tick = true; });
         if (!tick)
           break;
-        if (take_downs(s) || gone[s]) {
+        if (take_downs(s) || gone[s]
+            || std::chrono::steady_clock::now() >= deadline) {
           again = true; // its late answer, if any, is left unread
           break;
         }
@@ -491,7 +500,7 @@ struct ps_client::impl {
       await(
         of[i], waiting[i],
         [&] {
-          return self->request(shards[of[i]], patience, ps_push_atom::value,
+          return self->request(shards[of[i]], awaited, ps_push_atom::value,
                                sent[i]);
         },
         [&](const ps_push_ack& ack) {
@@ -559,7 +568,7 @@ void ps_client::join() {
   auto& d = *impl_;
   for (size_t s = 0; s < d.shards.size(); ++s) {
     auto ask = [&] {
-      return d.self->request(d.shards[s], patience, ps_register_atom::value,
+      return d.self->request(d.shards[s], awaited, ps_register_atom::value,
                              d.worker);
     };
     auto h = ask();
@@ -573,7 +582,7 @@ void ps_client::leave() {
   flush();
   for (size_t s = 0; s < d.shards.size(); ++s) {
     auto ask = [&] {
-      return d.self->request(d.shards[s], patience, ps_done_atom::value,
+      return d.self->request(d.shards[s], awaited, ps_done_atom::value,
                              d.worker);
     };
     auto h = ask();
@@ -586,7 +595,7 @@ void ps_client::pause() {
   flush();
   for (size_t s = 0; s < d.shards.size(); ++s) {
     auto ask = [&] {
-      return d.self->request(d.shards[s], patience, ps_pause_atom::value,
+      return d.self->request(d.shards[s], awaited, ps_pause_atom::value,
                              d.worker);
     };
     auto h = ask();
@@ -689,12 +698,12 @@ double ps_client::pull_wait(gpu::model& m) {
   for (size_t i = 0; i < asked.size(); ++i) {
     auto s = of[i];
     if (i >= pending.size()) // (the window is at least 1)
-      pending.push_back(d.self->request(d.shards[s], patience,
+      pending.push_back(d.self->request(d.shards[s], awaited,
                                         ps_pull_atom::value, asked[i]));
     d.await(
       s, pending[i],
       [&] {
-        return d.self->request(d.shards[s], patience, ps_pull_atom::value,
+        return d.self->request(d.shards[s], awaited, ps_pull_atom::value,
                                asked[i]);
       },
       [&](ps_params& p) {
@@ -734,7 +743,7 @@ double ps_client::pull_wait(gpu::model& m) {
     // Keep the window full: one more part out for each that came in.
     if (pending.size() < asked.size()) {
       auto j = pending.size();
-      pending.push_back(d.self->request(d.shards[of[j]], patience,
+      pending.push_back(d.self->request(d.shards[of[j]], awaited,
                                         ps_pull_atom::value, asked[j]));
     }
   }
@@ -937,7 +946,7 @@ ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
   for (size_t j = 0; j < messages.size(); ++j) {
     if (d.remote(to[j]))
       d.network_bytes += impl::bytes_of(messages[j].grads);
-    d.pushes.push_back(d.self->request(d.shards[to[j]], patience,
+    d.pushes.push_back(d.self->request(d.shards[to[j]], awaited,
                                        ps_push_atom::value, messages[j]));
   }
   d.pushes_req = std::move(messages);
@@ -969,7 +978,7 @@ ps_progress ps_client::wait(uint64_t steps) {
   auto& d = *impl_;
   ps_progress result;
   auto ask = [&] {
-    return d.self->request(d.shards[0], patience, ps_wait_atom::value, steps);
+    return d.self->request(d.shards[0], awaited, ps_wait_atom::value, steps);
   };
   auto h = ask();
   d.await(0, h, ask, [&](const ps_progress& p) { result = p; });

@@ -60,6 +60,15 @@ public:
     }
   }
 
+  // This replica's records over all epochs (shares taken over not
+  // counted).
+  void metrics(std::vector<metric>& out) const override {
+    auto stride = static_cast<int64_t>(info_.replicas);
+    auto r = static_cast<int64_t>(info_.replica);
+    auto mine = records_ > r ? (records_ - r + stride - 1) / stride : 0;
+    out.push_back({"records_total", static_cast<double>(mine * epochs_)});
+  }
+
   std::string snapshot() const final {
     return save_state("strided/1", next_, epoch_, seq_);
   }

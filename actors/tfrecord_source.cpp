@@ -267,11 +267,23 @@ private:
                                 {static_cast<int64_t>(index_.size())});
     std::copy(index_.begin(), index_.end(), idx.mutable_data_as<int64_t>());
     b.set("index", std::move(idx));
+    if (epoch_ == 0)
+      first_epoch_records_ += index_.size();
     index_.clear();
     out.push(std::move(b));
     return true;
   }
 
+  // Known once this replica read its first epoch (every epoch reads the
+  // same files).
+  void metrics(std::vector<metric>& out) const override {
+    if (epoch_ > 0 && taken_.empty() && first_epoch_records_ > 0)
+      out.push_back({"records_total",
+                     static_cast<double>(first_epoch_records_
+                                         * static_cast<uint64_t>(cfg_.epochs))});
+  }
+
+  uint64_t first_epoch_records_ = 0;
   std::string label_;
   source_config cfg_;
   uint32_t replicas_;

@@ -221,7 +221,8 @@ int cmd_run(const run_args& args, const af::registry& reg) {
   const auto& to_run = tuned ? *tuned : topo;
 
   af::cli::progress_display display{isatty(STDERR_FILENO) == 1,
-                                    std::chrono::seconds{args.log_every_s}};
+                                    std::chrono::seconds{args.log_every_s},
+                                    &to_run.spec};
   af::job_options jopts;
   // Stages report every 0.5 s; refreshing the line once a second shows
   // counts that are at most half a second old.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <set>
 
 #include <spdlog/spdlog.h>
 
@@ -74,29 +76,118 @@ training_view training_of(const job_progress& p) {
   return t;
 }
 
+std::string human_duration(double seconds) {
+  auto s = static_cast<long long>(seconds + 0.5);
+  char buf[32];
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%lld s", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, s / 60 % 60);
+  return buf;
+}
+
 namespace {
 
-std::string training_line(const training_view& t) {
-  char buf[256];
+// Stage types that pass every record they take on, one for one.
+const std::set<std::string> passes_records = {"batcher", "shuffle",
+                                              "example_parse",
+                                              "image_decode"};
+
+std::optional<double>
+records_into(const topology::Topology& spec, const std::string& stage,
+             const std::map<std::string, std::pair<double, int64_t>>& totals,
+             int depth) {
+  if (depth > spec.stage_size()) // (a cycle: validation rejects those)
+    return std::nullopt;
+  const topology::Stage* s = nullptr;
+  for (auto& x : spec.stage())
+    if (x.name() == stage)
+      s = &x;
+  if (s == nullptr)
+    return std::nullopt;
+  if (auto it = totals.find(stage); it != totals.end()) {
+    if (it->second.second == replicas_of(*s))
+      return it->second.first;
+    return std::nullopt;
+  }
+  if (!passes_records.count(s->type()) || s->input_size() == 0)
+    return std::nullopt;
+  double sum = 0;
+  for (auto& in : s->input()) {
+    auto r = records_into(spec, in.stage(), totals, depth + 1);
+    if (!r)
+      return std::nullopt;
+    sum += *r;
+  }
+  return sum;
+}
+
+} // namespace
+
+std::optional<double> expected_training_records(const topology::Topology& spec,
+                                                const job_progress& p) {
+  // records_total summed over the replicas reporting it, per stage.
+  std::map<std::string, std::pair<double, int64_t>> totals;
+  for (auto& s : p.stages)
+    for (auto& m : s.metrics)
+      if (m.name == "records_total") {
+        auto& t = totals[s.stage_name];
+        t.first += m.value;
+        ++t.second;
+      }
+  double sum = 0;
+  bool any = false;
+  for (auto& s : spec.stage()) {
+    if (s.type() != "trainer")
+      continue;
+    for (auto& in : s.input()) {
+      auto r = records_into(spec, in.stage(), totals, 0);
+      if (!r)
+        return std::nullopt;
+      sum += *r;
+      any = true;
+    }
+  }
+  if (!any)
+    return std::nullopt;
+  return sum;
+}
+
+namespace {
+
+std::string training_line(const training_view& t,
+                          std::optional<double> expected) {
+  char buf[320];
   int n = std::snprintf(buf, sizeof buf,
                         "epoch %.0f | step %.0f | loss %.4f | %s samples/s",
                         t.epoch, t.steps, t.loss,
                         human_count(t.samples_per_s).c_str());
-  if (t.evaluated && n > 0 && static_cast<size_t>(n) < sizeof buf) {
+  auto append = [&](const char* fmt, auto... args) {
+    if (n > 0 && static_cast<size_t>(n) < sizeof buf)
+      n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), fmt,
+                         args...);
+  };
+  if (t.evaluated) {
     if (t.test_accuracy >= 0)
-      std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n),
-                    " | test accuracy %.4f", t.test_accuracy);
+      append(" | test accuracy %.4f", t.test_accuracy);
     else if (t.test_auc >= 0)
-      std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n),
-                    " | test AUC %.4f", t.test_auc);
+      append(" | test AUC %.4f", t.test_auc);
+  }
+  if (expected && *expected > 0 && t.samples_per_s > 0) {
+    auto left = std::max(0.0, *expected - t.samples);
+    append(" | %.0f%% | ETA %s", std::min(100.0, 100 * t.samples / *expected),
+           human_duration(left / t.samples_per_s).c_str());
   }
   return buf;
 }
 
 } // namespace
 
-progress_display::progress_display(bool terminal, std::chrono::seconds every)
-  : terminal_(terminal), log_every_(every),
+progress_display::progress_display(bool terminal, std::chrono::seconds every,
+                                   const topology::Topology* spec)
+  : terminal_(terminal), spec_(spec), log_every_(every),
     last_log_(std::chrono::steady_clock::now()) {
 }
 
@@ -108,9 +199,12 @@ void progress_display::update(const job_progress& p) {
   auto records_per_s = static_cast<double>(p.records - last_records_) / secs;
   auto bytes_per_s = static_cast<double>(p.bytes - last_bytes_) / secs;
   auto training = training_of(p);
+  std::optional<double> expected;
+  if (training.training && spec_ != nullptr)
+    expected = expected_training_records(*spec_, p);
   if (terminal_ && training.training) {
     std::fprintf(stderr, "\r\033[K%s | %.1f s",
-                 training_line(training).c_str(), p.elapsed_s);
+                 training_line(training, expected).c_str(), p.elapsed_s);
     std::fflush(stderr);
     line_shown_ = true;
     return;
@@ -138,7 +232,7 @@ void progress_display::update(const job_progress& p) {
   last_records_ = p.records;
   last_bytes_ = p.bytes;
   if (training.training) {
-    spdlog::info("progress: {}, {:.1f} s", training_line(training),
+    spdlog::info("progress: {}, {:.1f} s", training_line(training, expected),
                  p.elapsed_s);
     return;
   }

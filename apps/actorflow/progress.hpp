@@ -4,15 +4,21 @@
 
 #include <chrono>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include "runtime/job.hpp"
+#include "runtime/topology.hpp"
 
 namespace af::cli {
 
 class progress_display {
 public:
   /// `terminal`: rewrite one line on stderr; else log every `log_every`.
-  progress_display(bool terminal, std::chrono::seconds log_every);
+  /// With the job's topology, training lines show the share done and an
+  /// ETA once the records the trainers will take are known.
+  progress_display(bool terminal, std::chrono::seconds log_every,
+                   const topology::Topology* spec = nullptr);
   /// Called by the job's coordinator.
   void update(const job_progress& p);
   /// Clears the live line (before the summary is printed).
@@ -21,6 +27,7 @@ public:
 private:
   std::mutex mtx_;
   bool terminal_;
+  const topology::Topology* spec_;
   bool line_shown_ = false;
   // The previous update, for the current rate (counts lag the clock by up
   // to one stats interval, so an average since the start reads low).
@@ -44,6 +51,19 @@ struct training_view {
          reference_auc = -1;
 };
 training_view training_of(const job_progress& p);
+
+/// The records the trainers take over the whole job, when the stages that
+/// feed them know it: from each trainer stage up through stages that pass
+/// every record on (batcher, shuffle, example_parse, image_decode) to
+/// stages that report their records_total metric (sources, the cache) from
+/// every replica. nullopt while unknown (a tfrecord_source knows after its
+/// first epoch, a cache after its first pass) or when another stage type
+/// is on the way (take, transform...).
+std::optional<double> expected_training_records(const topology::Topology& spec,
+                                                const job_progress& p);
+
+/// "42 s", "3m05s", "2h07m".
+std::string human_duration(double seconds);
 
 /// "1.23 M", "456.7 k", "12": compact counts for the progress line.
 std::string human_count(double v);
