@@ -252,7 +252,7 @@ PY
     expect_rc 130
     expect_out "job 'train-progress' stopped early"
     expect_out "^  training: [0-9]\+ steps"
-    pattern='progress: epoch [0-9]\+ | step [0-9]\+ | loss [0-9]\+\.[0-9]\{4\} | [0-9.]\+\( k\| M\)\? samples/s, [0-9.]\+ s$'
+    pattern='progress: epoch [0-9]\+ | step [0-9]\+ | loss [0-9]\+\.[0-9]\{4\} | [0-9.]\+\( k\| M\)\? samples/s\( | [0-9]\+% | ETA [0-9hms ]\+\)\?, [0-9.]\+ s$'
     [ "$(grep -c -- "$pattern" "$tmp/err")" -ge 2 ] || fail "expected 2 or more training progress lines"
     # The step count grows from one progress line to the next.
     sed -n 's/.*progress: epoch [0-9]* | step \([0-9]*\) |.*/\1/p' "$tmp/err" \
@@ -265,6 +265,34 @@ PY
     # log_every_steps: 100, so only multiples of 100.
     grep -o 'train\[[01]\]: epoch [0-9]* step [0-9]*' "$tmp/err" | awk '$NF % 100 != 0 { exit 1 }' \
       || fail "trainer logged a step that is not a multiple of log_every_steps"
+    ;;
+  train_eta)
+    # The job's size is known once the cache's first pass is done (2048
+    # records x 2000 epochs): progress lines then show the share done and an
+    # ETA. The share matches the steps (batches of exactly 32), grows, and
+    # the job ends about when the first ETA said.
+    "$bin" run "$data/train_eta.pbtxt" --log-every 1 >"$tmp/out" 2>"$tmp/err" </dev/null
+    rc=$?
+    expect_rc 0
+    expect_out "^  training: 128000 steps, 4096000 samples"
+    grep 'progress: .* ETA ' "$tmp/err" >"$tmp/eta" || true
+    [ "$(wc -l <"$tmp/eta")" -ge 2 ] || { cat "$tmp/err"; fail "expected 2 or more progress lines with an ETA"; }
+    total=$(sed -n "s/^job 'train-eta' finished after \([0-9.]*\) s$/\1/p" "$tmp/out")
+    sed 's/.*| step \([0-9]*\) | .* | \([0-9]*\)% | ETA \([0-9hms ]*\), \([0-9.]*\) s$/\1 \2 \3 \4/' "$tmp/eta" \
+      | awk -v total="$total" '
+          function secs(s,  t) { t = 0
+            if (match(s, /[0-9]+h/)) t += 3600 * substr(s, RSTART, RLENGTH - 1)
+            if (match(s, /[0-9]+m/)) t += 60 * substr(s, RSTART, RLENGTH - 1)
+            if (match(s, /[0-9]+ ?s/)) t += substr(s, RSTART, RLENGTH) + 0
+            return t }
+          { pct = 100 * $1 * 32 / 4096000
+            if ($2 < pct - 1.5 || $2 > pct + 1.5) { print "share " $2 "% at step " $1 " (expected " pct ")"; bad = 1 }
+            if (NR > 1 && $2 < prev) { print "share fell"; bad = 1 }
+            prev = $2
+            if (NR == 1) { eta = $3; for (i = 4; i < NF; ++i) eta = eta " " $i; first = $NF + secs(eta) } }
+          END { if (first < total / 2 || first > total * 2) { print "first ETA ends at " first " s, the job took " total " s"; bad = 1 }
+                exit bad }' \
+      || { cat "$tmp/eta"; fail "progress share or ETA off"; }
     ;;
   train_validate)
     run validate "$data/train_invalid.pbtxt"; expect_rc 2
