@@ -29,6 +29,7 @@
 #include "actors/metrics.hpp"
 #include "apps/actorflow/convert.hpp"
 #include "apps/actorflow/inspect.hpp"
+#include "apps/actorflow/metrics_endpoint.hpp"
 #include "apps/actorflow/progress.hpp"
 #include "apps/actorflow/report.hpp"
 #include "runtime/autotune.hpp"
@@ -74,6 +75,7 @@ struct run_args {
   bool resume = false;
   std::string logdir;
   std::string report_json;
+  int metrics_port = -1; // unset
   af::tls_options tls;
 };
 
@@ -234,18 +236,35 @@ int cmd_run(const run_args& args, const af::registry& reg) {
   auto events = std::make_shared<std::atomic<caf::actor*>>(nullptr);
   caf::actor events_actor;
   auto scalars = std::make_shared<af::progress_scalars>();
+  // Prometheus (--metrics-port): the same numbers, scraped over HTTP.
+  std::shared_ptr<af::cli::metrics_endpoint> endpoint;
+  if (args.metrics_port >= 0) {
+    try {
+      endpoint = std::make_shared<af::cli::metrics_endpoint>(
+        static_cast<uint16_t>(args.metrics_port));
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "actorflow: %s\n", ex.what());
+      return exit_usage;
+    }
+    spdlog::info("Prometheus metrics: http://127.0.0.1:{}/metrics",
+                 endpoint->port());
+  }
   bool show = !args.no_progress;
-  if (show || !args.logdir.empty())
-    jopts.on_progress = [&display, show, events,
-                         scalars](const af::job_progress& p) {
+  if (show || !args.logdir.empty() || endpoint)
+    jopts.on_progress = [&display, show, events, scalars,
+                         endpoint](const af::job_progress& p) {
       if (show)
         display.update(p);
-      if (auto* a = events->load()) {
-        int64_t step = 0;
-        auto values = scalars->next(p, step);
+      auto* a = events->load();
+      if (a == nullptr && !endpoint)
+        return;
+      int64_t step = 0;
+      auto values = scalars->next(p, step);
+      if (endpoint)
+        endpoint->update(step, values);
+      if (a != nullptr)
         caf::anon_send(*a, af::metrics_atom::value, step, std::move(values),
                        p.histograms, false);
-      }
     };
   install_signal_handlers();
   std::optional<af::job> job;
@@ -450,6 +469,13 @@ int main(int argc, char** argv) {
                   "Write TensorBoard event files into LOGDIR/<topology "
                   "name> (docs/monitoring.md); `tensorboard --logdir "
                   "LOGDIR` shows them");
+  run
+    ->add_option("--metrics-port", rargs.metrics_port,
+                 "Serve the job's numbers (those --logdir writes) in "
+                 "Prometheus text format at http://127.0.0.1:PORT/metrics "
+                 "while it runs (0: a free port, logged)")
+    ->check(CLI::Range(0, 65535))
+    ->type_name("PORT");
   run->add_option("--report-json", rargs.report_json,
                   "Also write the final report (every stage's replicas, "
                   "items/s, busy and waiting shares, the bottleneck) as "

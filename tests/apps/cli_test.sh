@@ -266,6 +266,45 @@ PY
     grep -o 'train\[[01]\]: epoch [0-9]* step [0-9]*' "$tmp/err" | awk '$NF % 100 != 0 { exit 1 }' \
       || fail "trainer logged a step that is not a multiple of log_every_steps"
     ;;
+  metrics_port)
+    # --metrics-port: curl scrapes the Prometheus text while the job runs;
+    # a second job cannot take the same port.
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    "$bin" run "$data/train_progress.pbtxt" --metrics-port "$port" --no-progress \
+      >"$tmp/out" 2>"$tmp/err" </dev/null &
+    pid=$!
+    url=http://127.0.0.1:$port/metrics
+    for ((i = 0; i < 100; ++i)); do
+      curl -s "$url" 2>/dev/null | grep -q '^actorflow_step [1-9]' && break
+      sleep 0.1
+    done
+    curl -s -D "$tmp/headers" "$url" >"$tmp/scrape1" || { kill -INT $pid; fail "curl could not scrape $url"; }
+    sleep 1.5
+    curl -s "$url" >"$tmp/scrape2" || { kill -INT $pid; fail "the second scrape failed"; }
+    "$bin" run "$data/train_progress.pbtxt" --metrics-port "$port" --no-progress \
+      >"$tmp/out2" 2>"$tmp/err2" </dev/null
+    rc2=$?
+    kill -INT $pid
+    wait $pid
+    rc=$?
+    expect_rc 130
+    [ "$rc2" -eq 2 ] || fail "a second job on port $port: exit $rc2, expected 2"
+    grep -q "cannot listen on 127.0.0.1:$port" "$tmp/err2" || { cat "$tmp/err2"; fail "no error naming the address"; }
+    grep -qi '^Content-Type: text/plain' "$tmp/headers" || { cat "$tmp/headers"; fail "not the Prometheus text format"; }
+    for f in scrape1 scrape2; do
+      for m in '^# TYPE actorflow_step gauge$' '^actorflow_loss{stage="train"} [0-9.e+-]\+$' \
+               '^actorflow_stage_busy{stage="train"} [0-9.e+-]\+$' \
+               '^actorflow_stage_items_per_s{stage="reader"} [0-9.e+-]\+$' \
+               '^actorflow_stage_replicas{stage="train"} 2$' '^actorflow_job_network_bytes 0$'; do
+        grep -q -- "$m" "$tmp/$f" || { cat "$tmp/$f"; fail "$f lacks $m"; }
+      done
+    done
+    s1=$(sed -n 's/^actorflow_step //p' "$tmp/scrape1")
+    s2=$(sed -n 's/^actorflow_step //p' "$tmp/scrape2")
+    awk -v a="$s1" -v b="$s2" 'BEGIN { exit !(b > a && a > 0) }' \
+      || fail "actorflow_step did not grow between scrapes: $s1 then $s2"
+    echo "scraped at steps $s1 and $s2"
+    ;;
   train_eta)
     # The job's size is known once the cache's first pass is done (2048
     # records x 2000 epochs): progress lines then show the share done and an

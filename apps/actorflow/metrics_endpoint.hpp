@@ -1,0 +1,50 @@
+// `actorflow run --metrics-port PORT`: the numbers the TensorBoard writer
+// gets (actors/metrics.hpp, progress_scalars) as Prometheus gauges over
+// HTTP on 127.0.0.1 (prometheus-cpp's exposer; docs/monitoring.md).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/stage_stats.hpp"
+
+namespace prometheus {
+class Exposer;
+} // namespace prometheus
+
+namespace af::cli {
+
+/// Scalar tag -> Prometheus name and stage label:
+///   "stage/<s>/<m>" -> actorflow_stage_<m>{stage="<s>"}
+///   "job/<m>"       -> actorflow_job_<m>
+///   "<s>/<m>"       -> actorflow_<m>{stage="<s>"}
+/// Characters Prometheus does not allow in a name become '_'.
+struct prometheus_name {
+  std::string name, stage;
+};
+prometheus_name prometheus_name_of(const std::string& tag);
+
+class metrics_endpoint {
+public:
+  /// Listens on 127.0.0.1:`port` (0: a free port). Throws
+  /// std::runtime_error naming the address when it cannot listen there.
+  explicit metrics_endpoint(uint16_t port);
+  ~metrics_endpoint();
+  metrics_endpoint(const metrics_endpoint&) = delete;
+  metrics_endpoint& operator=(const metrics_endpoint&) = delete;
+
+  /// The port it listens on.
+  uint16_t port() const;
+  /// Replaces what a scrape returns: the global step (actorflow_step) and
+  /// `values`. Thread-safe.
+  void update(int64_t step, const std::vector<metric>& values);
+
+private:
+  struct families;
+  std::shared_ptr<families> families_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+};
+
+} // namespace af::cli
