@@ -4,10 +4,13 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
-#include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
+#include <sys/socket.h>
+
+#include <httplib.h>
 #include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
 
 namespace af::cli {
 
@@ -40,33 +43,58 @@ prometheus_name prometheus_name_of(const std::string& tag) {
   return {"actorflow_" + sanitized(rest), head};
 }
 
-struct metrics_endpoint::families : prometheus::Collectable {
-  mutable std::mutex mtx;
+// The gauges of the last update, and the HTTP server on its own thread.
+// (Not prometheus-cpp's exposer: its civetweb starts threads with a small
+// fixed stack, which fails in a binary linked with the CUDA libraries and
+// their large thread-local storage.)
+struct metrics_endpoint::state {
+  std::mutex mtx;
   std::vector<prometheus::MetricFamily> current;
-
-  std::vector<prometheus::MetricFamily> Collect() const override {
-    std::lock_guard<std::mutex> guard{mtx};
-    return current;
-  }
+  httplib::Server http;
+  int port = 0;
+  std::thread thread;
 };
 
 metrics_endpoint::metrics_endpoint(uint16_t port)
-  : families_(std::make_shared<families>()) {
+  : state_(std::make_unique<state>()) {
+  auto& st = *state_;
+  st.http.Get("/metrics", [&st](const httplib::Request&,
+                                httplib::Response& res) {
+    std::vector<prometheus::MetricFamily> families;
+    {
+      std::lock_guard<std::mutex> guard{st.mtx};
+      families = st.current;
+    }
+    res.set_content(prometheus::TextSerializer{}.Serialize(families),
+                    "text/plain; version=0.0.4; charset=utf-8");
+  });
+  // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, with which
+  // a second job would share a taken port instead of failing.
+  st.http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   auto address = "127.0.0.1:" + std::to_string(port);
-  try {
-    exposer_ = std::make_unique<prometheus::Exposer>(address, 2);
-  } catch (const std::exception& ex) {
+  if (port == 0)
+    st.port = st.http.bind_to_any_port("127.0.0.1");
+  else if (st.http.bind_to_port("127.0.0.1", port))
+    st.port = port;
+  else
+    st.port = -1;
+  if (st.port <= 0)
     throw std::runtime_error("--metrics-port: cannot listen on " + address
-                             + ": " + ex.what());
-  }
-  exposer_->RegisterCollectable(families_);
+                             + " (is the port taken?)");
+  st.thread = std::thread{[&st] { st.http.listen_after_bind(); }};
 }
 
-metrics_endpoint::~metrics_endpoint() = default;
+metrics_endpoint::~metrics_endpoint() {
+  state_->http.stop();
+  if (state_->thread.joinable())
+    state_->thread.join();
+}
 
 uint16_t metrics_endpoint::port() const {
-  auto ports = exposer_->GetListeningPorts();
-  return ports.empty() ? 0 : static_cast<uint16_t>(ports.front());
+  return static_cast<uint16_t>(state_->port);
 }
 
 void metrics_endpoint::update(int64_t step, const std::vector<metric>& values) {
@@ -92,8 +120,8 @@ void metrics_endpoint::update(int64_t step, const std::vector<metric>& values) {
                : "See docs/monitoring.md";
     out.push_back(std::move(f));
   }
-  std::lock_guard<std::mutex> guard{families_->mtx};
-  families_->current = std::move(out);
+  std::lock_guard<std::mutex> guard{state_->mtx};
+  state_->current = std::move(out);
 }
 
 } // namespace af::cli

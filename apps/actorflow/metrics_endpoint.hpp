@@ -1,6 +1,7 @@
 // `actorflow run --metrics-port PORT`: the numbers the TensorBoard writer
 // gets (actors/metrics.hpp, progress_scalars) as Prometheus gauges over
-// HTTP on 127.0.0.1 (prometheus-cpp's exposer; docs/monitoring.md).
+// HTTP on 127.0.0.1 (cpp-httplib serves what prometheus-cpp's text
+// serializer writes; docs/monitoring.md).
 #pragma once
 
 #include <cstdint>
@@ -9,10 +10,6 @@
 #include <vector>
 
 #include "runtime/stage_stats.hpp"
-
-namespace prometheus {
-class Exposer;
-} // namespace prometheus
 
 namespace af::cli {
 
@@ -42,9 +39,8 @@ public:
   void update(int64_t step, const std::vector<metric>& values);
 
 private:
-  struct families;
-  std::shared_ptr<families> families_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  struct state;
+  std::unique_ptr<state> state_;
 };
 
 } // namespace af::cli

@@ -281,7 +281,7 @@ PY
     curl -s -D "$tmp/headers" "$url" >"$tmp/scrape1" || { kill -INT $pid; fail "curl could not scrape $url"; }
     sleep 1.5
     curl -s "$url" >"$tmp/scrape2" || { kill -INT $pid; fail "the second scrape failed"; }
-    "$bin" run "$data/train_progress.pbtxt" --metrics-port "$port" --no-progress \
+    timeout -k 5 20 "$bin" run "$data/train_progress.pbtxt" --metrics-port "$port" --no-progress \
       >"$tmp/out2" 2>"$tmp/err2" </dev/null
     rc2=$?
     kill -INT $pid
