@@ -11,6 +11,7 @@
 #include "actors/image_folder_source.hpp"
 #include "actors/image_decode.hpp"
 #include "actors/shuffle.hpp"
+#include "actors/outlet.hpp"
 #include "actors/sink.hpp"
 #include "actors/synthetic_source.hpp"
 #include "actors/take.hpp"
@@ -65,6 +66,7 @@ void register_builtin_stages(registry& reg) {
   reg.add(transform_type());
   reg.add(batcher_type());
   reg.add(sink_type());
+  reg.add(outlet_type());
   reg.add(tfrecord_source_type());
   reg.add(idx_source_type());
   reg.add(example_parse_type());

@@ -222,12 +222,15 @@ struct result_slot {
   std::mutex mtx;
   bool set = false;
   std::promise<run_result> promise;
+  caf::actor listener; // job_options::listener
 
   void deliver(run_result r) {
     std::lock_guard<std::mutex> guard{mtx};
     if (set)
       return;
     set = true;
+    if (listener)
+      caf::anon_send(listener, job_done_atom::value, r);
     promise.set_value(std::move(r));
   }
 };
@@ -991,7 +994,7 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
       }
       st.started = true;
       st.begin = clock_type::now();
-      if (st.opts.on_progress)
+      if (st.opts.on_progress || st.opts.listener)
         self->delayed_send(self, st.opts.progress_interval,
                            progress_atom::value);
       if (st.ckpt->store && st.ckpt->every_s > 0)
@@ -1107,7 +1110,11 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
     },
     [=](progress_atom) {
       auto& st = self->state;
-      st.opts.on_progress(progress_of(st));
+      auto p = progress_of(st);
+      if (st.opts.listener)
+        self->send(st.opts.listener, job_progress_atom::value, p);
+      if (st.opts.on_progress)
+        st.opts.on_progress(p);
       self->delayed_send(self, st.opts.progress_interval, progress_atom::value);
     },
   };
@@ -1119,6 +1126,9 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
                const registry& reg, job_options opts) {
   job result;
   auto slot = std::make_shared<result_slot>();
+  slot->listener = opts.listener;
+  // For the context below (opts moves into the coordinator first).
+  auto outlets = opts.outlets;
   result.result_ = slot->promise.get_future().share();
   auto& spec = topo.spec;
   auto interval = std::chrono::milliseconds{
@@ -1338,6 +1348,7 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
   context->system = &sys;
   context->topology = std::make_shared<const topology::Topology>(spec);
   context->coordinator = result.coordinator_;
+  context->outlets = std::move(outlets);
   std::vector<std::string> service_of; // flattened, for remote stages
   try {
     for (auto& service : reg.services()) {

@@ -1,19 +1,37 @@
 // Running a validated topology: spawn every stage replica in an
 // actor_system, wire the edges, and supervise the run with a coordinator
 // actor until the stream ends, a stage fails, or the job is stopped.
+//
+// An embedding application (docs/embedding.md) can follow a job from one of
+// its own actors instead of (or as well as) through callbacks:
+//
+//   job_options opts;
+//   opts.listener = my_actor;          // progress and the end of the job
+//   opts.outlets["out"] = my_actor;    // batches of the `outlet` stage "out"
+//   auto j = af::job::start(sys, topo, reg, opts);
+//
+//   my_actor's behavior:
+//     [](af::job_progress_atom, const af::job_progress& p) { ... },
+//     [](af::job_done_atom, const af::run_result& r) { ... },
+//     [](af::outlet_atom, const std::string& outlet, const af::batch& b) {
+//       ...  // the reply (any, or none: void) grants the outlet credit
+//     },
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <caf/actor.hpp>
+#include <caf/atom.hpp>
 #include <caf/fwd.hpp>
+#include <caf/meta/type_name.hpp>
 
 #include "runtime/registry.hpp"
 #include "runtime/stage_stats.hpp"
@@ -34,6 +52,22 @@ struct job_progress {
   /// and gradients), oldest first; each snapshot hands them out once.
   std::vector<histogram_summary> histograms;
 };
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_progress& x) {
+  return f(caf::meta::type_name("af::job_progress"), x.elapsed_s, x.items,
+           x.records, x.bytes, x.stages, x.histograms);
+}
+
+/// Messages to job_options::listener and job_options::outlets (see the top
+/// of this file). They are sent within one process (the coordinator's); the
+/// payloads are shared, not copied.
+///   (job_progress_atom, job_progress)   every progress_interval
+///   (job_done_atom, run_result)         once, when the job has ended
+///   (outlet_atom, std::string outlet, batch)  a request per batch
+using job_progress_atom = caf::atom_constant<caf::atom("af_jprog")>;
+using job_done_atom = caf::atom_constant<caf::atom("af_jdone")>;
+using outlet_atom = caf::atom_constant<caf::atom("af_outlet")>;
 
 struct run_result {
   bool ok = false;
@@ -57,10 +91,30 @@ struct run_result {
   std::string last_checkpoint;
 };
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_result& x) {
+  return f(caf::meta::type_name("af::run_result"), x.ok, x.stopped, x.error,
+           x.tolerated_failures, x.restored, x.final, x.resumed_from,
+           x.resumed_step, x.checkpoints, x.last_checkpoint);
+}
+
 struct job_options {
-  /// Called on the coordinator's thread every `progress_interval`.
+  /// Called on the coordinator's thread every `progress_interval`; keep it
+  /// short (it delays the coordinator). Must not throw.
   std::function<void(const job_progress&)> on_progress;
+  /// Also every `progress_interval` (at least the topology's
+  /// runtime.metrics_interval_s): the same snapshot to `listener` as
+  /// (job_progress_atom, job_progress); and once, when the job has ended
+  /// (also when it failed or its coordinator was killed), (job_done_atom,
+  /// run_result) - after every outlet's last batch was answered. An
+  /// invalid handle (default): nothing is sent. The job holds the handle
+  /// until it ends; a listener that exits early only misses messages.
+  caf::actor listener;
   std::chrono::milliseconds progress_interval{500};
+  /// The actors the topology's `outlet` stages deliver to, by the outlet
+  /// stage's name (actors/outlet.hpp). job::start throws naming the stage
+  /// when an outlet stage has no actor here.
+  std::map<std::string, caf::actor> outlets;
   /// How long connecting to a node (TCP, TLS and CAF's handshake) may take
   /// before the start fails: a peer that accepts and then says nothing
   /// (such as a TLS node and a coordinator without TLS) must not hang it.

@@ -58,6 +58,9 @@ struct job_context {
   std::shared_ptr<const topology::Topology> topology;
   std::map<std::string, std::vector<caf::actor>> services;
   caf::actor coordinator;
+  /// The application's actors for the job's `outlet` stages, by stage name
+  /// (job_options::outlets); empty on nodes.
+  std::map<std::string, caf::actor> outlets;
   /// The service's actors, or an empty list.
   const std::vector<caf::actor>& service(const std::string& name) const;
 };

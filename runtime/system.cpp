@@ -19,6 +19,7 @@
 #include <openssl/x509.h>
 
 #include "runtime/batch.hpp"
+#include "runtime/job.hpp"
 #include "runtime/ps.hpp"
 #include "runtime/stage_stats.hpp"
 #include "runtime/stream.hpp"
@@ -31,6 +32,8 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<batch>>("af::batch_list");
   cfg.add_message_type<stream_error>("af::stream_error");
   cfg.add_message_type<stage_stats>("af::stage_stats");
+  cfg.add_message_type<job_progress>("af::job_progress");
+  cfg.add_message_type<run_result>("af::run_result");
   cfg.add_message_type<wiring>("af::wiring");
   cfg.add_message_type<ps_slice>("af::ps_slice");
   cfg.add_message_type<std::vector<ps_slice>>("af::ps_slice_list");

@@ -79,8 +79,15 @@ if(AF_CUDA)
       CUDA_STANDARD_REQUIRED ON
       CUDA_RUNTIME_LIBRARY Shared)
     target_include_directories(af_gpu PRIVATE ${CUDNN_INCLUDE_DIR})
+    # cuDNN as the installed package finds it again
+    # (cmake/ActorFlowDependencies.cmake).
+    if(NOT TARGET ActorFlow::dep_cudnn)
+      add_library(ActorFlow::dep_cudnn UNKNOWN IMPORTED)
+      set_target_properties(ActorFlow::dep_cudnn PROPERTIES
+        IMPORTED_LOCATION "${CUDNN_LIBRARY}")
+    endif()
     target_link_libraries(af_gpu PRIVATE CUDA::cudart CUDA::cublas
-                          ${CUDNN_LIBRARY})
+                          ActorFlow::dep_cudnn)
     target_compile_definitions(af_gpu PUBLIC AF_HAVE_CUDA)
     # af_warnings is CXX-only (nvcc rejects -Wpedantic); the same for the
     # host side of our .cu files. --expt-relaxed-constexpr lets kernels

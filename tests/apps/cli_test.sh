@@ -35,6 +35,15 @@ case $case_name in
     ;;
   version)
     run --version; expect_rc 0; expect_out "^actorflow [0-9]\+\.[0-9]\+\.[0-9]\+$"
+    # The version lives in one place (CMakeLists.txt's project()); the
+    # binary and CHANGELOG.md's newest entry agree with it (the CMake
+    # package: embed.example).
+    root=$here/../..
+    want=$(sed -n 's/^project(ActorFlow VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
+    [ -n "$want" ] || fail "no version in CMakeLists.txt's project()"
+    expect_out "^actorflow $want$"
+    newest=$(grep -m1 '^## ' "$root/CHANGELOG.md" | awk '{print $2}')
+    [ "$newest" = "$want" ] || fail "CHANGELOG.md's newest entry is '$newest', the project is $want"
     ;;
   usage)
     run; expect_rc 2

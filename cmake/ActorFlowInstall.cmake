@@ -1,0 +1,75 @@
+# `cmake --install`: the libraries, the public headers and the CMake package
+# (docs/embedding.md). Layout under the prefix:
+#   lib/libaf_{proto,runtime,gpu,actors}.a
+#   include/actorflow/{runtime,actors,proto}/...   (included as "runtime/x.hpp")
+#   lib/cmake/ActorFlow/ActorFlowConfig.cmake, ...ConfigVersion.cmake,
+#     ActorFlowTargets.cmake, ActorFlowDependencies.cmake, FindCAF.cmake
+#   bin/actorflow
+#   share/doc/actorflow/{CHANGELOG.md,embedding.md}
+# Exported targets: ActorFlow::runtime (engine, stream protocol, topology,
+# jobs), ActorFlow::actors (the built-in stages; links ActorFlow::runtime
+# and ActorFlow::gpu), ActorFlow::gpu (the compute layer), ActorFlow::proto.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(AF_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ActorFlow)
+
+set_target_properties(af_proto PROPERTIES EXPORT_NAME proto)
+set_target_properties(af_runtime PROPERTIES EXPORT_NAME runtime)
+set_target_properties(af_gpu PROPERTIES EXPORT_NAME gpu)
+set_target_properties(af_actors PROPERTIES EXPORT_NAME actors)
+# The same names inside this build, so that code written against the
+# package also builds here.
+add_library(ActorFlow::proto ALIAS af_proto)
+add_library(ActorFlow::runtime ALIAS af_runtime)
+add_library(ActorFlow::gpu ALIAS af_gpu)
+add_library(ActorFlow::actors ALIAS af_actors)
+
+install(TARGETS af_proto af_runtime af_gpu af_actors
+  EXPORT ActorFlowTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS actorflow RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+# The public headers: what an embedding application includes, and what
+# those include. Each documents its calls, their errors and ownership.
+set(AF_PUBLIC_RUNTIME_HEADERS
+  batch.hpp custom_stage.hpp histogram.hpp job.hpp node.hpp pipeline.hpp
+  registry.hpp stage.hpp stage_stats.hpp system.hpp tensor.hpp topology.hpp)
+list(TRANSFORM AF_PUBLIC_RUNTIME_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/runtime/)
+install(FILES ${AF_PUBLIC_RUNTIME_HEADERS}
+              ${PROJECT_BINARY_DIR}/runtime/version.hpp
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/actorflow/runtime)
+install(FILES ${PROJECT_SOURCE_DIR}/actors/actorflow.hpp
+              ${PROJECT_SOURCE_DIR}/actors/builtin.hpp
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/actorflow/actors)
+install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/actorflow/proto
+        FILES_MATCHING PATTERN "*.pb.h" PATTERN "CMakeFiles" EXCLUDE)
+install(FILES ${PROJECT_SOURCE_DIR}/proto/topology.proto
+              ${PROJECT_SOURCE_DIR}/proto/example.proto
+              ${PROJECT_SOURCE_DIR}/proto/event.proto
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/actorflow/proto)
+
+install(EXPORT ActorFlowTargets
+  NAMESPACE ActorFlow::
+  DESTINATION ${AF_CMAKE_DIR})
+
+get_property(AF_HAVE_CUDA GLOBAL PROPERTY AF_HAVE_CUDA)
+configure_package_config_file(
+  ${PROJECT_SOURCE_DIR}/cmake/ActorFlowConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/ActorFlowConfig.cmake
+  INSTALL_DESTINATION ${AF_CMAKE_DIR})
+# 0.x: a new minor version may break the API, so 0.1 accepts 0.1.y only.
+write_basic_package_version_file(
+  ${PROJECT_BINARY_DIR}/ActorFlowConfigVersion.cmake
+  VERSION ${PROJECT_VERSION}
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/ActorFlowConfig.cmake
+              ${PROJECT_BINARY_DIR}/ActorFlowConfigVersion.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/ActorFlowDependencies.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/FindCAF.cmake
+        DESTINATION ${AF_CMAKE_DIR})
+install(FILES ${PROJECT_SOURCE_DIR}/CHANGELOG.md
+              ${PROJECT_SOURCE_DIR}/docs/embedding.md
+        DESTINATION ${CMAKE_INSTALL_DOCDIR})

@@ -1,0 +1,315 @@
+// The embedding API (docs/embedding.md): custom stages through map_stage
+// and stage_type_of, pipelines built in code, and a job followed from an
+// application's own actor (listener messages, outlet batches and credit).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <mutex>
+#include <set>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/after.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/actorflow.hpp"
+#include "tests/support/harness.hpp"
+
+using namespace af;
+
+namespace {
+
+// What the application's actor saw.
+struct seen {
+  std::mutex mtx;
+  std::vector<int64_t> labels;
+  std::set<std::string> outlets;
+  size_t batches = 0;
+  size_t progress = 0;
+  size_t done = 0;
+  run_result result;
+  size_t held_max = 0; // holding_app: most answers held back at once
+};
+
+caf::behavior app(caf::event_based_actor* self, std::shared_ptr<seen> s) {
+  return {
+    [=](outlet_atom, const std::string& outlet, const batch& b) {
+      std::lock_guard<std::mutex> guard{s->mtx};
+      s->outlets.insert(outlet);
+      ++s->batches;
+      auto& label = b.at("label");
+      for (int64_t i = 0; i < label.elements(); ++i)
+        s->labels.push_back(label.data_as<int64_t>()[i]);
+    },
+    [=](job_progress_atom, const job_progress&) {
+      std::lock_guard<std::mutex> guard{s->mtx};
+      ++s->progress;
+    },
+    [=](job_done_atom, const run_result& r) {
+      {
+        std::lock_guard<std::mutex> guard{s->mtx};
+        ++s->done;
+        s->result = r;
+      }
+      self->quit();
+    },
+  };
+}
+
+using release_atom = caf::atom_constant<caf::atom("release")>;
+
+// Answers outlet batches only every 30 ms, all at once.
+caf::behavior holding_app(caf::stateful_actor<std::vector<caf::response_promise>>* self,
+                          std::shared_ptr<seen> s) {
+  return {
+    [=](outlet_atom, const std::string&, const batch& b) {
+      if (self->state.empty())
+        self->delayed_send(self, std::chrono::milliseconds{30},
+                           release_atom::value);
+      self->state.push_back(self->make_response_promise());
+      std::lock_guard<std::mutex> guard{s->mtx};
+      s->held_max = std::max(s->held_max, self->state.size());
+      s->labels.push_back(b.at("label").data_as<int64_t>()[0]);
+    },
+    [=](release_atom) {
+      for (auto& rp : self->state)
+        rp.deliver(caf::unit);
+      self->state.clear();
+    },
+    [=](job_done_atom, const run_result&) { self->quit(); },
+  };
+}
+
+// label + options.add, as a new tensor.
+map_fn make_add(const stage_info&, const stage_options& o) {
+  auto add = o.get_int("add", 1);
+  return [add](batch&& b) {
+    auto& in = b.at("label");
+    auto out = tensor::allocate(dtype::i64, in.shape());
+    for (int64_t i = 0; i < in.elements(); ++i)
+      out.mutable_data_as<int64_t>()[i] = in.data_as<int64_t>()[i] + add;
+    b.set("label", std::move(out));
+    return std::move(b);
+  };
+}
+
+// A source written by the application: `count` items of one record each.
+class counting_source : public stage_logic {
+public:
+  counting_source(const stage_info&, const stage_options& o)
+    : count_{o.get_int("count", 10)} {}
+
+  bool produce(emitter& out) override {
+    if (next_ == count_)
+      return false;
+    batch b;
+    b.seq = static_cast<uint64_t>(next_);
+    auto t = tensor::allocate(dtype::i64, {1});
+    t.mutable_data_as<int64_t>()[0] = next_++;
+    b.set("label", std::move(t));
+    out.push(std::move(b));
+    return true;
+  }
+
+private:
+  int64_t count_;
+  int64_t next_ = 0;
+};
+
+run_result run_and_wait(test::fixture& f, const loaded_topology& topo,
+                        job_options opts, caf::actor app_handle) {
+  auto j = job::start(f.sys, topo, f.reg, std::move(opts));
+  auto r = j.wait_for(std::chrono::seconds{60});
+  if (!r) {
+    j.abort("test time limit");
+    FAIL("the job did not end within 60 s");
+  }
+  // The application's actor quits on (job_done_atom, run_result).
+  caf::scoped_actor self{f.sys};
+  self->monitor(app_handle);
+  bool quit = false;
+  self->receive([&](caf::down_msg&) { quit = true; },
+                caf::after(std::chrono::seconds{10}) >> [] {});
+  if (!quit)
+    caf::anon_send_exit(app_handle, caf::exit_reason::kill);
+  CHECK(quit);
+  return *r;
+}
+
+} // namespace
+
+TEST_CASE("a custom map stage's output reaches the application's actor, "
+          "with progress and the end of the job as messages") {
+  test::fixture f;
+  f.reg.add(map_stage("plus", "adds an option to the labels", {"add"},
+                      make_add));
+  pipeline p{"embed-test"};
+  p.runtime().set_metrics_interval_s(0.05);
+  auto& src = p.add("src", "test_source");
+  (*src.mutable_options())["items"] = "1000";
+  (*src.mutable_options())["work_ns"] = "300000"; // 0.3 s in all
+  auto& plus = p.add("plus", "plus", {"src"});
+  plus.set_replicas(2);
+  (*plus.mutable_options())["add"] = "5";
+  p.add("out", "outlet", {"plus"}).mutable_outlet()->set_in_flight(2);
+  auto topo = p.build(f.reg);
+
+  auto s = std::make_shared<seen>();
+  auto a = f.sys.spawn(app, s);
+  job_options opts;
+  opts.listener = a;
+  opts.outlets["out"] = a;
+  opts.progress_interval = std::chrono::milliseconds{50};
+  auto r = run_and_wait(f, topo, opts, a);
+  REQUIRE(r.ok);
+
+  std::lock_guard<std::mutex> guard{s->mtx};
+  CHECK(s->done == 1);
+  CHECK(s->result.ok);
+  CHECK(s->progress >= 1);
+  CHECK(s->outlets == std::set<std::string>{"out"});
+  // Every record, transformed by the custom stage, exactly once.
+  auto labels = s->labels;
+  std::sort(labels.begin(), labels.end());
+  REQUIRE(labels.size() == 1000);
+  for (int64_t i = 0; i < 1000; ++i)
+    REQUIRE(labels[static_cast<size_t>(i)] == i + 5);
+  // The result the actor got is the one wait() returned.
+  CHECK(test::stats_of(s->result, "out[0]").records_in == 1000);
+  CHECK(test::stats_of(r, "plus[1]").items_in
+          + test::stats_of(r, "plus[0]").items_in
+        == 1000);
+}
+
+TEST_CASE("an outlet never has more than in_flight batches unanswered") {
+  test::fixture f;
+  pipeline p;
+  (*p.add("src", "test_source").mutable_options())["items"] = "30";
+  p.add("out", "outlet", {"src"}).mutable_outlet()->set_in_flight(3);
+  auto s = std::make_shared<seen>();
+  auto a = f.sys.spawn(holding_app, s);
+  job_options opts;
+  opts.listener = a;
+  opts.outlets["out"] = a;
+  auto r = run_and_wait(f, p.build(f.reg), opts, a);
+  REQUIRE(r.ok);
+  std::lock_guard<std::mutex> guard{s->mtx};
+  CHECK(s->labels.size() == 30);
+  // The outlet sent three, then waited for the held answers.
+  CHECK(s->held_max == 3);
+}
+
+TEST_CASE("outlet errors name the outlet and do not hang") {
+  test::fixture f;
+  pipeline p;
+  (*p.add("src", "test_source").mutable_options())["items"] = "100000";
+  p.add("out", "outlet", {"src"});
+  auto topo = p.build(f.reg);
+
+  SECTION("no actor for the outlet") {
+    try {
+      job::start(f.sys, topo, f.reg, {});
+      FAIL("job::start accepted an outlet without an actor");
+    } catch (const std::runtime_error& ex) {
+      std::string what = ex.what();
+      CHECK_THAT(what, Catch::Contains("out[0]"));
+      CHECK_THAT(what, Catch::Contains("job_options::outlets[\"out\"]"));
+    }
+  }
+  SECTION("the application's actor exits during the job") {
+    auto s = std::make_shared<seen>();
+    auto a = f.sys.spawn(app, s);
+    job_options opts;
+    opts.outlets["out"] = a;
+    auto j = job::start(f.sys, topo, f.reg, opts);
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    auto r = j.wait_for(std::chrono::seconds{60});
+    REQUIRE(r);
+    CHECK_FALSE(r->ok);
+    CHECK_THAT(r->error, Catch::Contains("out[0]"));
+    CHECK_THAT(r->error, Catch::Contains("has exited"));
+  }
+  SECTION("an outlet placed on a node") {
+    pipeline q;
+    q.spec().add_host()->set_name("w1");
+    q.spec().mutable_host(0)->set_address("127.0.0.1:1");
+    q.add("src", "test_source");
+    q.add("out", "outlet", {"src"}).add_hosts("w1");
+    try {
+      q.build(f.reg);
+      FAIL("an outlet with hosts was accepted");
+    } catch (const topology_invalid& ex) {
+      CHECK_THAT(std::string{ex.what()}, Catch::Contains("remove its hosts"));
+    }
+  }
+}
+
+TEST_CASE("pipelines built in code are validated like topology files") {
+  test::fixture f;
+  f.reg.add(map_stage("scale", "", {"factor"},
+                      [](const stage_info&, const stage_options& o) -> map_fn {
+                        auto factor = o.get_double("factor", 1.0);
+                        return [factor](batch&& b) {
+                          (void)factor;
+                          return std::move(b);
+                        };
+                      }));
+  pipeline p{"checked"};
+  p.add("src", "test_source");
+  auto& scale = p.add("scale", "scale", {"src"});
+  p.add("sink", "sink", {"scale"});
+
+  auto problem = [&]() -> std::string {
+    try {
+      p.build(f.reg);
+    } catch (const topology_invalid& ex) {
+      CHECK_FALSE(ex.errors().empty());
+      return ex.what();
+    }
+    return "";
+  };
+  CHECK(problem().empty());
+  (*scale.mutable_options())["factor"] = "abc";
+  CHECK_THAT(problem(),
+             Catch::Contains("option 'factor': 'abc' is not a finite number"));
+  (*scale.mutable_options())["factor"] = "0.5";
+  (*scale.mutable_options())["factr"] = "2";
+  CHECK_THAT(problem(), Catch::Contains("unknown option 'factr' (this stage "
+                                        "type reads: factor)"));
+  scale.mutable_options()->erase("factr");
+  p.add("orphan", "sink", {"nowhere"});
+  auto text = problem();
+  CHECK_THAT(text, Catch::Contains("checked:"));
+  CHECK_THAT(text, Catch::Contains("'nowhere' names a stage that does not "
+                                   "exist"));
+  CHECK_THROWS_AS(p.stage("nope"), std::out_of_range);
+  CHECK_THROWS_AS(pipeline{}.build(f.reg), topology_invalid);
+  // text() is a topology file the loader accepts as it is.
+  p.spec().mutable_stage()->RemoveLast();
+  CHECK(load_topology_text(p.text(), "again", f.reg).ok());
+  // Names are the registry's: a built-in name cannot be taken.
+  CHECK_THROWS_AS(f.reg.add(map_stage("batcher", "", {}, make_add)),
+                  std::invalid_argument);
+}
+
+TEST_CASE("stage_type_of runs an application's own stage_logic") {
+  test::fixture f;
+  f.reg.add(stage_type_of<counting_source>("counting", stage_kind::source,
+                                           "counts", {"count"}));
+  pipeline p;
+  (*p.add("src", "counting").mutable_options())["count"] = "37";
+  p.add("out", "outlet", {"src"});
+  auto s = std::make_shared<seen>();
+  auto a = f.sys.spawn(app, s);
+  job_options opts;
+  opts.listener = a;
+  opts.outlets["out"] = a;
+  auto r = run_and_wait(f, p.build(f.reg), opts, a);
+  REQUIRE(r.ok);
+  {
+    std::lock_guard<std::mutex> guard{s->mtx};
+    CHECK(s->labels.size() == 37);
+    CHECK(s->done == 1);
+  }
+  (*p.stage("src").mutable_options())["cnt"] = "1";
+  CHECK_THROWS_WITH(p.build(f.reg), Catch::Contains("unknown option 'cnt'"));
+}
