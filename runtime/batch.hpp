@@ -30,11 +30,15 @@ struct batch {
   uint64_t epoch = 0;
   std::vector<named_tensor> fields;
 
-  /// The tensor called `name`, or nullptr.
+  /// The tensor called `name`, or nullptr. The pointer (and at()'s
+  /// reference) is invalidated by set() and by changes to `fields`; copy
+  /// the tensor (cheap: the buffer is shared) to keep it.
   const tensor* find(const std::string& name) const noexcept;
   /// The tensor called `name`; throws std::out_of_range naming it if absent.
   const tensor& at(const std::string& name) const;
-  /// Adds or replaces the tensor called `name`.
+  /// Adds or replaces the tensor called `name`. Does not check that its
+  /// first dimension matches the other fields' (consumers such as the
+  /// batcher and the trainer do, with an af::input_error).
   void set(std::string name, tensor value);
   /// Records carried: the first dimension of the first tensor (0 if none).
   int64_t records() const noexcept;

@@ -35,7 +35,9 @@ namespace af {
 /// std::invalid_argument with a message naming the option when a value does
 /// not parse; the runtime reports it as the stage's error (with the topology
 /// file's line when it happens while the topology is loaded).
-/// Holds a reference to the stage: the Stage must outlive it.
+/// Holds a reference to the stage, which the runtime keeps alive only
+/// during the factory or constructor it is handed to: read the options
+/// there and keep the values, not the stage_options.
 class stage_options {
 public:
   explicit stage_options(const topology::Stage& stage) : stage_{&stage} {}
@@ -43,7 +45,7 @@ public:
   bool has(const std::string& key) const;
   /// The value, or `fallback` when the option is not set.
   std::string get(const std::string& key, std::string fallback = {}) const;
-  /// The value; throws when the option is not set.
+  /// The value; throws std::invalid_argument when the option is not set.
   std::string require(const std::string& key) const;
   /// Whole decimal numbers ("-3", "65536").
   int64_t get_int(const std::string& key, int64_t fallback) const;
@@ -51,8 +53,9 @@ public:
   double get_double(const std::string& key, double fallback) const;
   /// "true"/"false"/"1"/"0".
   bool get_bool(const std::string& key, bool fallback) const;
-  /// Throws naming the first option that is not in `known`, and listing the
-  /// known ones (a typo must not silently keep a default).
+  /// Throws std::invalid_argument naming the first option that is not in
+  /// `known`, and listing the known ones (a typo must not silently keep a
+  /// default).
   void only(const std::vector<std::string>& known) const;
 
 private:
@@ -68,24 +71,32 @@ using map_fn = std::function<batch(batch&&)>;
 
 /// Makes one replica's function from its identity and options; called once
 /// per replica when the job starts (on the thread that calls job::start),
-/// and once while the topology is loaded, to check the options. Throw
-/// std::invalid_argument for a bad option.
+/// and once while the topology is loaded, to check the options (that call's
+/// stage_info has only name and type set: replica 0, no context). Both
+/// arguments are valid during the call only: the returned function must
+/// capture values, not them. Throw std::invalid_argument for a bad option;
+/// returning an empty function is reported as a problem too.
 using map_factory =
   std::function<map_fn(const stage_info&, const stage_options&)>;
 
 /// The stage type `name` running `make`'s function on every item.
 /// `known_options`: the option keys the stage reads (others are an error
 /// when the topology is loaded). `blocking`: give each replica its own
-/// thread (long computations or I/O per item).
+/// thread (long computations or I/O per item). Throws std::invalid_argument
+/// when `make` is empty; add the result with registry::add.
 stage_type map_stage(std::string name, std::string description,
                      std::vector<std::string> known_options, map_factory make,
                      bool blocking = false);
 
 /// The stage type `name` whose replicas are `Logic` objects, constructed
-/// as Logic(const stage_info&, const stage_options&) when the job starts.
-/// `Logic` derives from af::stage_logic (runtime/stage.hpp says which calls
-/// it may override and on which thread they run). The returned stage_type
-/// may be adjusted before registry::add (blocking, replicas_may_fail...).
+/// as Logic(const stage_info&, const stage_options&) when the job starts
+/// (both arguments valid during the constructor only). `Logic` derives
+/// from af::stage_logic (runtime/stage.hpp says which calls it may override
+/// and on which thread they run). Unknown option keys are found when the
+/// topology is loaded; Logic is not constructed then, so a bad option
+/// value (the constructor throwing) fails job::start with
+/// std::runtime_error naming the replica. The returned stage_type may be
+/// adjusted before registry::add (blocking, replicas_may_fail...).
 template <class Logic>
 stage_type stage_type_of(std::string name, stage_kind kind,
                          std::string description,

@@ -33,7 +33,9 @@ typename Inspector::result_type inspect(Inspector& f, histogram_summary& x) {
 /// `n` values in `buckets` equal buckets from the smallest to the largest
 /// finite value (all equal: one bucket). Values are multiplied by `scale`
 /// first (a gradient sum over a batch becomes the mean). No values: num 0
-/// and no buckets.
+/// and no buckets. `v` is read during the call only (it may be null when
+/// n == 0); `buckets` < 1 counts as 1. Does not throw (std::bad_alloc
+/// aside).
 histogram_summary summarize(std::string tag, int64_t step, const float* v,
                             size_t n, double scale = 1.0, int buckets = 30);
 

@@ -128,6 +128,7 @@ struct job_options {
   std::chrono::milliseconds checkpoint_timeout{120000};
 };
 
+/// A running job. Made by start() only; copies share the same job.
 class job {
 public:
   /// Spawns and wires the graph. Throws std::runtime_error naming the stage
@@ -135,7 +136,11 @@ public:
   /// connected to, or naming the checkpoint when `opts.resume` finds one
   /// that does not fit the topology. Nodes are connected to through CAF's OpenSSL module when
   /// `sys` has loaded it (enable_network with tls_options), else through
-  /// the plain middleman.
+  /// the plain middleman. Also throws std::runtime_error when the topology
+  /// places stages on hosts and `sys` has no middleman (enable_network),
+  /// or a host's address does not parse. `sys` and `reg` must outlive the
+  /// job (until wait() has returned); `topo` and `opts` are copied.
+  /// Blocks while it connects to nodes: call it outside actors of `sys`.
   static job start(caf::actor_system& sys, const loaded_topology& topo,
                    const registry& reg, job_options opts = {});
 
@@ -145,12 +150,17 @@ public:
   /// --resume continues exactly there).
   void stop() const;
   /// Kills every stage at once; the job ends with `reason` as its error.
+  /// stop() and abort() do not throw, and do nothing once the job ended.
   void abort(const std::string& reason) const;
-  /// Blocks until the job ended.
+  /// Blocks until the job ended; may be called again (the same result).
+  /// Does not throw. Blocking: not from inside an actor of the job's system
+  /// (use job_options::listener there).
   run_result wait();
   /// Waits at most `timeout`; nullopt if the job is still running.
   std::optional<run_result> wait_for(std::chrono::milliseconds timeout);
 
+  /// The coordinator actor (it sends the listener's messages). References
+  /// returned here are valid while this job object lives.
   const caf::actor& coordinator() const noexcept { return coordinator_; }
   /// Every stage replica as (label, handle), in topology order.
   const std::vector<std::pair<std::string, caf::actor>>&

@@ -47,13 +47,20 @@ struct node_address {
 std::optional<node_address> parse_address(const std::string& text);
 
 /// The spawner of a node: creates stage replicas and service actors for
-/// coordinators. `reg` must outlive it.
+/// coordinators. `reg` must outlive it. A request it cannot serve (an
+/// unknown stage type, a factory that throws) is answered with an error
+/// (caf::sec::runtime_error, the message naming the replica), which fails
+/// that job's start; the spawner goes on. Publish it on a port
+/// (sys.middleman().publish) for coordinators to reach it; stop it with an
+/// exit message.
 caf::actor spawn_node_spawner(caf::actor_system& sys, const registry& reg);
 
-/// Creates the logic of replica `replica` of stage `stage_index` and spawns
-/// it, as a job does in its own process (runtime/job.cpp) and a node does
-/// on request. Throws std::runtime_error naming the replica when the
-/// stage's factory fails.
+/// Creates the logic of replica `replica` of stage `stage_index` (a valid
+/// index of `spec.stage`, unchecked) and spawns it, as a job does in its own
+/// process (runtime/job.cpp) and a node does on request; the replica then
+/// waits for its wiring (internal: applications use job::start). Throws
+/// std::runtime_error naming the replica when the stage type is unknown or
+/// its factory fails. `reg` and `spec` are read during the call only.
 caf::actor spawn_replica(caf::actor_system& sys, const registry& reg,
                          const topology::Topology& spec, int stage_index,
                          uint32_t replica,

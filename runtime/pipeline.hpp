@@ -48,11 +48,14 @@ public:
 
   /// Appends a stage fed by `inputs` (stage names, each with the default
   /// window; set Input.window on the returned stage to change it) and
-  /// returns it, to set its config block, replicas, options or hosts. The
-  /// reference stays valid until the next add().
+  /// returns it, to set its config block, replicas, options or hosts.
+  /// Nothing is checked here (names, types and inputs are checked by
+  /// build()); does not throw. The reference stays valid while the
+  /// pipeline lives and the stage is not removed through spec().
   topology::Stage& add(const std::string& name, const std::string& type,
                        const std::vector<std::string>& inputs = {});
-  /// The stage called `name`; throws std::out_of_range if there is none.
+  /// The first stage called `name` (the same lifetime as add()'s); throws
+  /// std::out_of_range if there is none.
   topology::Stage& stage(const std::string& name);
 
   /// The whole message: training, runtime, hosts, checkpoint...

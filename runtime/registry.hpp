@@ -56,8 +56,12 @@ struct stage_type {
   std::string no_checkpoints;
   /// Checks a stage's configuration; returns an empty string when it is
   /// valid, else a message (without file or line: the loader adds them).
+  /// Called while a topology is loaded; an exception it throws is reported
+  /// as the problem, with its message.
   std::function<std::string(const topology::Stage&)> check;
-  /// Creates the logic of one replica. May throw std::exception.
+  /// Creates the logic of one replica. May throw std::exception (job::start
+  /// then throws std::runtime_error naming the replica). The Stage is the
+  /// loaded topology's and valid during the call only: copy what you keep.
   std::function<std::shared_ptr<stage_logic>(const stage_info&,
                                              const topology::Stage&)>
     make;
@@ -70,6 +74,7 @@ struct stage_type {
 struct service_type {
   std::string name;
   /// How many actors this topology needs (0: the service is not used).
+  /// Must not throw.
   std::function<uint32_t(const topology::Topology&)> count;
   /// Spawns actor `index` (< count). May throw std::exception. Runs in the
   /// coordinator's process or on the node the actor is placed on.
@@ -90,7 +95,8 @@ struct topology_problem {
 };
 
 /// Checks that need more than one stage (the training section against the
-/// trainer and evaluator stages).
+/// trainer and evaluator stages). An exception it throws is reported as a
+/// problem on line 1.
 using topology_check =
   std::function<std::vector<topology_problem>(const topology::Topology&)>;
 
@@ -98,25 +104,34 @@ class registry;
 
 /// Per stage of `spec` (topology order): whether it is replayed on resume
 /// rather than cut (stage_type::replay_on_resume, and every stage upstream
-/// of such a stage). Unknown types count as cut.
+/// of such a stage). Unknown types count as cut. Does not throw.
 std::vector<bool> replayed_stages(const topology::Topology& spec,
                                   const registry& reg);
 
+/// The stage types and services jobs and node spawners create actors from.
+/// Fill it before the first job::start or spawn_node_spawner that uses it,
+/// keep it unchanged while they run (they hold a reference, and the
+/// pointers find() and list() return are invalidated by add()), and let it
+/// outlive them.
 class registry {
 public:
-  /// Adds a type; throws std::invalid_argument if the name is taken or
-  /// `make` is empty.
+  /// Adds a type; throws std::invalid_argument if the name is empty or
+  /// taken, or `make` is empty.
   void add(stage_type type);
   /// The type called `name`, or nullptr.
   const stage_type* find(const std::string& name) const noexcept;
   /// Every registered type, sorted by name.
   std::vector<const stage_type*> list() const;
 
+  /// Adds a service; throws std::invalid_argument if the name is empty or
+  /// taken, or `count` or `spawn` is empty.
   void add_service(service_type service);
+  /// The service called `name`, or nullptr.
   const service_type* find_service(const std::string& name) const noexcept;
   const std::vector<service_type>& services() const noexcept {
     return services_;
   }
+  /// Adds a whole-topology check; throws std::invalid_argument if empty.
   void add_topology_check(topology_check check);
   const std::vector<topology_check>& topology_checks() const noexcept {
     return checks_;

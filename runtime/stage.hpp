@@ -54,6 +54,7 @@ public:
 /// job's coordinator (which knows where a lost service actor was restored:
 /// ps_locate_atom in runtime/ps.hpp).
 struct job_context {
+  /// The system the job runs in (not owned; it outlives the job's actors).
   caf::actor_system* system = nullptr;
   std::shared_ptr<const topology::Topology> topology;
   std::map<std::string, std::vector<caf::actor>> services;
@@ -61,16 +62,19 @@ struct job_context {
   /// The application's actors for the job's `outlet` stages, by stage name
   /// (job_options::outlets); empty on nodes.
   std::map<std::string, caf::actor> outlets;
-  /// The service's actors, or an empty list.
+  /// The service's actors, or an empty list (valid while the context lives).
   const std::vector<caf::actor>& service(const std::string& name) const;
 };
 
 /// Where a stage's output goes. Pushed items are queued and sent as the
 /// consumers' credit allows; the runtime does not call process() again while
 /// output is still queued, so a stage's own buffering stays bounded.
+/// The emitter handed to a stage_logic call is valid during that call only.
 class emitter {
 public:
   virtual ~emitter();
+  /// Queues `item` for the consumers. Throws std::logic_error in a sink (a
+  /// stage without consumers).
   virtual void push(batch item) = 0;
   /// Sources: ends epoch `epoch` after every item pushed so far. Other
   /// stages need not call it: the runtime forwards end_of_epoch itself.
@@ -102,7 +106,7 @@ public:
   /// their inputs ended (before finish), so that they can go on producing
   /// (a cache replaying epochs); the default returns false at once.
   virtual bool produce(emitter& out);
-  /// Consumes one item.
+  /// Consumes one item. Default: drops it (sources never get one).
   virtual void process(batch&& item, emitter& out);
   /// Epoch `epoch` ended on every input; called before the runtime forwards
   /// the marker (a batcher flushes its remainder here).
@@ -158,7 +162,10 @@ struct stage_setup {
 
 /// Spawns one stage replica. It waits for its (wire_atom, wiring) message,
 /// then runs the stream protocol of runtime/stream.hpp until its stream ends,
-/// it fails, or it is killed.
+/// it fails, or it is killed. For job::start and node spawners: the wiring
+/// messages are internal (runtime/stream.hpp is not installed), so an
+/// application runs stages through job::start. `setup.logic` must not be
+/// null; does not throw.
 caf::actor spawn_stage(caf::actor_system& sys, stage_setup setup);
 
 } // namespace af

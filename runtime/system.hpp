@@ -23,7 +23,8 @@ struct engine_options {
 };
 
 /// Registers every message type the runtime sends, under stable names, so
-/// that they can cross hosts. Call once per actor_system_config.
+/// that they can cross hosts. Call once per actor_system_config, before the
+/// actor_system is made from it. Does not throw.
 void add_message_types(caf::actor_system_config& cfg);
 
 /// Applies `opts` to `cfg` (scheduler.max-threads, scheduler.policy).
@@ -52,17 +53,21 @@ struct tls_options {
 /// Throws std::invalid_argument with one line naming the option and file:
 /// only some of the three set, a file missing or unreadable, not PEM, an
 /// encrypted key, a key that does not belong to the certificate, or a
-/// certificate the CA did not sign. Does nothing when !tls.enabled().
+/// certificate the CA did not sign. std::runtime_error when OpenSSL itself
+/// fails (no memory for a context). Does nothing when !tls.enabled().
 void check(const tls_options& tls);
 
 /// Loads CAF's middleman (remote actors over TCP) with heartbeats, so that
 /// a frozen peer is noticed within seconds. With `tls` enabled, also loads
 /// CAF's OpenSSL module with those files: publish with
 /// caf::openssl::publish then; job::start connects through it whenever the
-/// system has it (sys.has_openssl_manager()). Call check(tls) first.
+/// system has it (sys.has_openssl_manager()). Call it before the
+/// actor_system is made from `cfg`. Reads no file and does not throw: call
+/// check(tls) first, or bad files show only when a connection opens.
 void enable_network(caf::actor_system_config& cfg, const tls_options& tls = {});
 
-/// The engine options a topology's `runtime` block asks for.
+/// The engine options a topology's `runtime` block asks for. Does not
+/// validate them (apply() throws on an unknown scheduler).
 engine_options engine_options_of(const topology::Runtime& rt);
 
 } // namespace af

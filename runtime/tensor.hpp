@@ -50,12 +50,17 @@ public:
   /// (runtime/buffer_pool.hpp). Only for sizes that recur (fixed-shape
   /// tensors); blocks of one-off sizes would fill the pool with memory that
   /// is never reused.
+  /// Throws std::bad_alloc. The destructor frees the block (or returns it
+  /// to the pool).
   explicit buffer(size_t size, bool recycle = false);
   ~buffer();
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
 
   size_t size() const noexcept { return size_; }
+  /// The payload; nullptr when there is none. Valid while any tensor that
+  /// shares the buffer lives. data_as<T> does not check that T matches
+  /// type().
   const std::byte* data() const noexcept { return data_; }
   std::byte* data() noexcept { return data_; }
 
@@ -80,8 +85,10 @@ public:
   /// A dtype::bytes tensor of shape {n} holding `values`.
   static tensor strings(const std::vector<std::string_view>& values);
 
-  /// Wraps an existing buffer; its size must equal dtype x shape (throws
-  /// std::invalid_argument otherwise).
+  /// Wraps an existing buffer, sharing it; its size must equal dtype x shape
+  /// (for dtype::bytes: hold valid offsets for the elements). Throws
+  /// std::invalid_argument otherwise, or for a negative or overflowing
+  /// shape.
   tensor(dtype t, shape_type shape, std::shared_ptr<const buffer> buf);
 
   /// A fixed-size tensor over part of `buf`: dtype x shape bytes from
@@ -101,7 +108,8 @@ public:
   /// First dimension, or 1 for a scalar.
   int64_t rows() const noexcept { return shape_.empty() ? 1 : shape_[0]; }
 
-  /// dtype::bytes only: element `i` of the flattened tensor.
+  /// dtype::bytes only: element `i` (0 <= i < elements()) of the flattened
+  /// tensor; neither is checked. The view lives as long as the buffer.
   std::string_view string_at(int64_t i) const noexcept;
 
   const std::byte* data() const noexcept {
@@ -148,6 +156,7 @@ private:
 class bytes_builder {
 public:
   explicit bytes_builder(size_t expected_bytes = 0);
+  /// Appends a copy of the string (std::bad_alloc is the only error).
   void add(std::string_view s);
   void add(const void* data, size_t n);
   size_t size() const noexcept { return offsets_.size() - 1; }

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -88,9 +89,16 @@ public:
     check_runtime();
     check_hosts();
     check_checkpoints();
-    for (auto& check : reg_.topology_checks())
-      for (auto& problem : check(spec_))
+    for (auto& check : reg_.topology_checks()) {
+      std::vector<topology_problem> problems;
+      try {
+        problems = check(spec_);
+      } catch (const std::exception& ex) {
+        problems.push_back({"", ex.what()});
+      }
+      for (auto& problem : problems)
         error(path_line(problem.path), problem.message);
+    }
     return result;
   }
 
@@ -195,7 +203,15 @@ private:
         continue;
       }
       if (type->check) {
-        auto msg = type->check(s);
+        // A check of an application's own type may throw: a problem too.
+        std::string msg;
+        try {
+          msg = type->check(s);
+        } catch (const std::exception& ex) {
+          msg = ex.what();
+          if (msg.empty())
+            msg = "the stage type's check failed";
+        }
         if (!msg.empty())
           error(lines_[i],
                 "stage '" + s.name() + "' (" + s.type() + "): " + msg);

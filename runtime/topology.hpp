@@ -47,14 +47,19 @@ struct load_result {
   bool ok() const noexcept { return topology.has_value(); }
 };
 
-/// Reads, parses and validates `path`.
+/// Reads, parses and validates `path`. Every problem (unreadable file, syntax,
+/// unknown type, a stage type's or whole-topology check, including one that
+/// threw) comes back in load_result::errors; does not throw (std::bad_alloc
+/// aside). `reg` is used during the call only.
 load_result load_topology_file(const std::string& path, const registry& reg);
 
-/// Parses and validates `text`; `name` stands for the file in messages.
+/// Parses and validates `text`, as load_topology_file; `name` stands for the
+/// file in messages.
 load_result load_topology_text(std::string_view text, const std::string& name,
                                const registry& reg);
 
-/// Effective values of optional fields.
+/// Effective values of optional fields (defaults filled in; values are
+/// checked only when the topology is loaded).
 int64_t replicas_of(const topology::Stage& s);
 int64_t window_of(const topology::Input& in);
 

@@ -286,6 +286,20 @@ TEST_CASE("pipelines built in code are validated like topology files") {
   // text() is a topology file the loader accepts as it is.
   p.spec().mutable_stage()->RemoveLast();
   CHECK(load_topology_text(p.text(), "again", f.reg).ok());
+  // A check of the application's own that throws is a problem, not a crash.
+  stage_type throwing = stage_type_of<counting_source>(
+    "throwing", stage_kind::source, "");
+  throwing.check = [](const topology::Stage&) -> std::string {
+    throw std::runtime_error("cannot look at this stage");
+  };
+  f.reg.add(throwing);
+  p.add("odd", "throwing");
+  p.add("odd_sink", "sink", {"odd"});
+  auto loaded = load_topology_text(p.text(), "again", f.reg);
+  REQUIRE(loaded.errors.size() == 1);
+  CHECK_THAT(loaded.errors[0].to_string(),
+             Catch::Contains("stage 'odd' (throwing): cannot look at this "
+                             "stage"));
   // Names are the registry's: a built-in name cannot be taken.
   CHECK_THROWS_AS(f.reg.add(map_stage("batcher", "", {}, make_add)),
                   std::invalid_argument);
