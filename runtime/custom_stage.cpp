@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <stdexcept>
+#include <type_traits>
 
 namespace af {
 
@@ -12,6 +13,26 @@ namespace {
                             const char* what) {
   throw std::invalid_argument("option '" + key + "': '" + value + "' is not "
                               + what);
+}
+
+// The whole of option `key` as a T (from_chars: no locale, no leading
+// blanks); floating point values must be finite.
+template <class T>
+T number(const stage_options& o, const std::string& key, T fallback,
+         const char* what) {
+  if (!o.has(key))
+    return fallback;
+  auto text = o.get(key);
+  T value{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(),
+                                   value);
+  bool ok = ec == std::errc{} && end == text.data() + text.size()
+            && !text.empty();
+  if constexpr (std::is_floating_point_v<T>)
+    ok = ok && std::isfinite(value);
+  if (!ok)
+    bad_value(key, text, what);
+  return value;
 }
 
 class map_logic : public stage_logic {
@@ -54,29 +75,12 @@ std::string stage_options::require(const std::string& key) const {
 
 int64_t stage_options::get_int(const std::string& key,
                                int64_t fallback) const {
-  if (!has(key))
-    return fallback;
-  auto text = get(key);
-  int64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(),
-                                   value);
-  if (ec != std::errc{} || end != text.data() + text.size() || text.empty())
-    bad_value(key, text, "a whole number");
-  return value;
+  return number(*this, key, fallback, "a whole number");
 }
 
 double stage_options::get_double(const std::string& key,
                                  double fallback) const {
-  if (!has(key))
-    return fallback;
-  auto text = get(key);
-  double value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(),
-                                   value);
-  if (ec != std::errc{} || end != text.data() + text.size() || text.empty()
-      || !std::isfinite(value))
-    bad_value(key, text, "a finite number");
-  return value;
+  return number(*this, key, fallback, "a finite number");
 }
 
 bool stage_options::get_bool(const std::string& key, bool fallback) const {

@@ -115,8 +115,12 @@ private:
   int64_t next_ = 0;
 };
 
+// Runs `topo` with `app_handle` as listener and as the actor of the outlet
+// "out".
 run_result run_and_wait(test::fixture& f, const loaded_topology& topo,
-                        job_options opts, caf::actor app_handle) {
+                        caf::actor app_handle, job_options opts = {}) {
+  opts.listener = app_handle;
+  opts.outlets["out"] = app_handle;
   auto j = job::start(f.sys, topo, f.reg, std::move(opts));
   auto r = j.wait_for(std::chrono::seconds{60});
   if (!r) {
@@ -156,10 +160,8 @@ TEST_CASE("a custom map stage's output reaches the application's actor, "
   auto s = std::make_shared<seen>();
   auto a = f.sys.spawn(app, s);
   job_options opts;
-  opts.listener = a;
-  opts.outlets["out"] = a;
   opts.progress_interval = std::chrono::milliseconds{50};
-  auto r = run_and_wait(f, topo, opts, a);
+  auto r = run_and_wait(f, topo, a, opts);
   REQUIRE(r.ok);
 
   std::lock_guard<std::mutex> guard{s->mtx};
@@ -187,10 +189,7 @@ TEST_CASE("an outlet never has more than in_flight batches unanswered") {
   p.add("out", "outlet", {"src"}).mutable_outlet()->set_in_flight(3);
   auto s = std::make_shared<seen>();
   auto a = f.sys.spawn(holding_app, s);
-  job_options opts;
-  opts.listener = a;
-  opts.outlets["out"] = a;
-  auto r = run_and_wait(f, p.build(f.reg), opts, a);
+  auto r = run_and_wait(f, p.build(f.reg), a);
   REQUIRE(r.ok);
   std::lock_guard<std::mutex> guard{s->mtx};
   CHECK(s->labels.size() == 30);
@@ -314,10 +313,7 @@ TEST_CASE("stage_type_of runs an application's own stage_logic") {
   p.add("out", "outlet", {"src"});
   auto s = std::make_shared<seen>();
   auto a = f.sys.spawn(app, s);
-  job_options opts;
-  opts.listener = a;
-  opts.outlets["out"] = a;
-  auto r = run_and_wait(f, p.build(f.reg), opts, a);
+  auto r = run_and_wait(f, p.build(f.reg), a);
   REQUIRE(r.ok);
   {
     std::lock_guard<std::mutex> guard{s->mtx};
@@ -326,4 +322,35 @@ TEST_CASE("stage_type_of runs an application's own stage_logic") {
   }
   (*p.stage("src").mutable_options())["cnt"] = "1";
   CHECK_THROWS_WITH(p.build(f.reg), Catch::Contains("unknown option 'cnt'"));
+}
+
+TEST_CASE("stage_options parse whole values and name the option they "
+          "refuse") {
+  topology::Stage s;
+  auto& o = *s.mutable_options();
+  o["n"] = "-42";
+  o["x"] = "1e-3";
+  o["b"] = "true";
+  o["bad_n"] = "12x";
+  o["blank_n"] = " 5";
+  o["inf"] = "inf";
+  o["bad_b"] = "yes";
+  stage_options opts{s};
+  CHECK(opts.get_int("n", 0) == -42);
+  CHECK(opts.get_int("missing", 7) == 7);
+  CHECK(opts.get_double("x", 0) == Approx(0.001));
+  CHECK(opts.get_bool("b", false));
+  CHECK(opts.get("missing", "d") == "d");
+  CHECK_THROWS_WITH(opts.get_int("bad_n", 0),
+                    "option 'bad_n': '12x' is not a whole number");
+  CHECK_THROWS_WITH(opts.get_int("blank_n", 0),
+                    "option 'blank_n': ' 5' is not a whole number");
+  CHECK_THROWS_WITH(opts.get_double("inf", 0),
+                    "option 'inf': 'inf' is not a finite number");
+  CHECK_THROWS_WITH(opts.get_bool("bad_b", false),
+                    "option 'bad_b': 'yes' is not true or false");
+  CHECK_THROWS_WITH(opts.require("path"),
+                    Catch::StartsWith("option 'path' is required"));
+  CHECK_THROWS_WITH(opts.only({"n", "x"}),
+                    Catch::Contains("(this stage type reads: n, x)"));
 }
