@@ -83,7 +83,7 @@ public:
     test_.push_back(std::move(h));
   }
 
-  void finish(emitter&) override {
+  void finish(emitter& out) override {
     if (test_.empty())
       throw std::runtime_error("the evaluator's input (the held-out split) "
                                "had no records");
@@ -100,10 +100,20 @@ public:
     for (;;) {
       auto progress = client_->wait(next);
       evaluate(progress.steps, progress.finished);
+      // The replica is inside this call until training ends: its stats
+      // report would wait until then, and with it every evaluation but
+      // the last (progress line, TensorBoard).
+      out.report_metrics();
       if (progress.finished)
         break;
       next = (progress.steps / every + 1) * every;
     }
+  }
+
+  void take_scalars(std::vector<scalar_event>& out) override {
+    for (auto& e : events_)
+      out.push_back(std::move(e));
+    events_.clear();
   }
 
   void metrics(std::vector<metric>& out) const override {
@@ -124,6 +134,12 @@ public:
 
 private:
   void evaluate(uint64_t step, bool final) {
+    // Training ended at the step just evaluated: the same parameters give
+    // the same results; only say that they are the final ones.
+    if (final && evaluations_ > 0 && step == step_) {
+      log(true);
+      return;
+    }
     std::vector<int64_t> rows(rows_.begin(), rows_.end());
     client_->pull(*model_, 0, rows);
     // Batches index the model's local rows through the sorted row list.
@@ -154,6 +170,17 @@ private:
       auc_ = roc_auc(scores, labels);
     step_ = step;
     ++evaluations_;
+    auto at = static_cast<int64_t>(step);
+    events_.push_back({"test_loss", at, loss_});
+    if (spec_.softmax())
+      events_.push_back({"test_accuracy", at, accuracy_});
+    else
+      events_.push_back({"test_auc", at, auc_});
+    log(final);
+  }
+
+  void log(bool final) const {
+    auto step = step_;
     if (spec_.softmax())
       spdlog::info("{}: {}step {}: test loss {:.4f}, accuracy {:.4f} ({} "
                    "records)",
@@ -190,6 +217,7 @@ private:
   std::set<int64_t> rows_;
   uint64_t records_ = 0;
   uint64_t step_ = 0, evaluations_ = 0;
+  std::vector<scalar_event> events_; // results not yet reported
   double loss_ = 0, accuracy_ = 0, auc_ = 0.5, reference_auc_ = 0;
 };
 

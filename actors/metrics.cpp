@@ -129,6 +129,22 @@ std::vector<metric> progress_scalars::next(const job_progress& p,
   return out;
 }
 
+std::vector<scalar_event> progress_scalars::events(const job_progress& p,
+                                                  std::vector<metric>& values) {
+  for (auto& e : p.scalars)
+    event_tags_.insert(e.name);
+  values.erase(std::remove_if(values.begin(), values.end(),
+                              [&](const metric& m) {
+                                return event_tags_.count(m.name) > 0;
+                              }),
+               values.end());
+  std::vector<scalar_event> out;
+  for (auto& e : p.scalars)
+    if (e.step >= first_step_)
+      out.push_back(e);
+  return out;
+}
+
 namespace {
 
 struct writer_state {
@@ -157,6 +173,18 @@ caf::behavior event_writer_main(caf::stateful_actor<writer_state>* self,
           st.writer->histogram(h);
       } catch (const std::exception& ex) {
         // The job goes on without its event file.
+        st.failed = true;
+        spdlog::error("TensorBoard events: {}; no more are written", ex.what());
+      }
+    },
+    [=](metrics_atom, const std::vector<scalar_event>& events) {
+      auto& st = self->state;
+      if (st.failed)
+        return;
+      try {
+        for (auto& e : events)
+          st.writer->scalars(e.step, {{e.name, e.value}});
+      } catch (const std::exception& ex) {
         st.failed = true;
         spdlog::error("TensorBoard events: {}; no more are written", ex.what());
       }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,13 @@ public:
 
   std::vector<metric> next(const job_progress& p, int64_t& step);
 
+  /// For TensorBoard: `p`'s step-stamped values (job_progress::scalars,
+  /// each to be written at its own step), and removes from `values` (what
+  /// next() made of `p`) every metric such values have stood for so far, so
+  /// that a tag is written once per value, with steps that never go back.
+  std::vector<scalar_event> events(const job_progress& p,
+                                   std::vector<metric>& values);
+
 private:
   int64_t first_step_;
   struct totals {
@@ -56,12 +64,14 @@ private:
   double last_elapsed_ = 0;
   uint64_t last_records_ = 0, last_bytes_ = 0, last_network_ = 0;
   std::map<std::string, totals> last_; // by stage
+  std::set<std::string> event_tags_;   // written by events() only
 };
 
 /// (metrics_atom, step, std::vector<metric>,
 /// std::vector<histogram_summary>, last): scalars at `step` and histograms
 /// (each at its own step) for the metrics actor; `last`: the job's final
 /// numbers, after which it quits (its exit tells that they are written).
+/// (metrics_atom, std::vector<scalar_event>): each value at its own step.
 using metrics_atom = caf::atom_constant<caf::atom("af_metric")>;
 
 /// A detached actor that writes each (metrics_atom, ...) message as one

@@ -247,6 +247,7 @@ struct coordinator_state {
   std::map<std::string, stage_stats> stats;
   // Histograms reported since the last progress snapshot.
   std::vector<histogram_summary> histograms;
+  std::vector<scalar_event> scalars; // likewise
   clock_type::time_point begin = clock_type::now();
   std::shared_ptr<ckpt_settings> ckpt;
   std::optional<ckpt_round> round;
@@ -272,12 +273,17 @@ struct coordinator_state {
 
 using coordinator_actor = caf::stateful_actor<coordinator_state>;
 
-// A replica's report: its histograms wait for the next progress snapshot,
-// its counters replace the previous report's.
+// A replica's report: its histograms and step-stamped values wait for the
+// next progress snapshot, its counters replace the previous report's.
 void keep_stats(coordinator_state& st, stage_stats&& s) {
   for (auto& h : s.histograms)
     st.histograms.push_back(std::move(h));
   s.histograms.clear();
+  for (auto& e : s.scalars) {
+    e.name = s.stage_name + "/" + e.name;
+    st.scalars.push_back(std::move(e));
+  }
+  s.scalars.clear();
   auto label = s.stage;
   st.stats[label] = std::move(s);
 }
@@ -301,6 +307,8 @@ job_progress progress_of(coordinator_state& st) {
   }
   p.histograms = std::move(st.histograms);
   st.histograms.clear();
+  p.scalars = std::move(st.scalars);
+  st.scalars.clear();
   return p;
 }
 

@@ -51,12 +51,16 @@ struct job_progress {
   /// Histograms reported since the previous snapshot (a trainer's weights
   /// and gradients), oldest first; each snapshot hands them out once.
   std::vector<histogram_summary> histograms;
+  /// Step-stamped values (stage_logic::take_scalars) reported since the
+  /// previous snapshot, oldest first, named "<stage>/<name>"
+  /// ("evaluate/test_loss"); each snapshot hands them out once.
+  std::vector<scalar_event> scalars;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_progress& x) {
   return f(caf::meta::type_name("af::job_progress"), x.elapsed_s, x.items,
-           x.records, x.bytes, x.stages, x.histograms);
+           x.records, x.bytes, x.stages, x.histograms, x.scalars);
 }
 
 /// Messages to job_options::listener and job_options::outlets (see the top

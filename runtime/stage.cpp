@@ -63,6 +63,8 @@ void stage_logic::take_over(uint32_t, uint64_t) {
 void stage_logic::metrics(std::vector<metric>&) const {
 }
 
+void stage_logic::take_scalars(std::vector<scalar_event>&) {}
+
 void stage_logic::take_histograms(std::vector<histogram_summary>&) {
 }
 
@@ -135,6 +137,8 @@ struct stage_state : emitter {
 
   void stop_inputs() override { stop_requested = true; }
 
+  void report_metrics() override;
+
   bool stop_requested = false;
 
   // Deterministic mode with several input edges: items wait here until
@@ -168,8 +172,14 @@ stage_stats snapshot(stage_state& st) {
   if (st.setup.logic) {
     st.setup.logic->metrics(result.metrics);
     st.setup.logic->take_histograms(result.histograms);
+    st.setup.logic->take_scalars(result.scalars);
   }
   return result;
+}
+
+void stage_state::report_metrics() {
+  if (setup.coordinator)
+    caf::anon_send(setup.coordinator, stats_atom::value, snapshot(*this));
 }
 
 void report_error(stage_actor* self, const stream_error& err) {

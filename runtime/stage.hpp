@@ -82,6 +82,13 @@ public:
   /// The stage needs no more input (take): the producers upstream are asked
   /// to stop; what is already in flight still arrives, then end of stream.
   virtual void stop_inputs() {}
+  /// Sends the replica's stats, with metrics() and take_histograms(), to
+  /// the coordinator now instead of at the next report (every
+  /// runtime.metrics_interval_s, which a replica can only make between
+  /// calls): for a stage that works long inside one call and whose
+  /// metrics change meanwhile (the evaluator evaluates many times in
+  /// finish()). Does not throw.
+  virtual void report_metrics() {}
 };
 
 /// Identity of one replica, handed to the stage's factory.
@@ -144,6 +151,12 @@ public:
   /// weights and gradients); called whenever the replica reports its
   /// stats. Default: none.
   virtual void take_histograms(std::vector<histogram_summary>& out);
+  /// Moves the step-stamped values made since the last call into `out` (an
+  /// evaluator's results, each at the step it evaluated); called whenever
+  /// the replica reports its stats. TensorBoard writes each at its step and
+  /// leaves the metric of the same name out of its periodic writes.
+  /// Default: none.
+  virtual void take_scalars(std::vector<scalar_event>& out);
 };
 
 struct stage_setup {

@@ -46,6 +46,21 @@ typename Inspector::result_type inspect(Inspector& f, metric& x) {
   return f(caf::meta::type_name("af::metric"), x.name, x.value);
 }
 
+/// A value that belongs to a step of its own rather than to the moment it
+/// is reported (an evaluation's test loss at the step it evaluated):
+/// TensorBoard gets each once, at `step`.
+struct scalar_event {
+  std::string name; // as the stage's metric of the same value: "test_loss"
+  int64_t step = 0;
+  double value = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, scalar_event& x) {
+  return f(caf::meta::type_name("af::scalar_event"), x.name, x.step,
+           x.value);
+}
+
 struct stage_stats {
   std::string stage; // "name[replica]"
   std::string stage_name;
@@ -70,6 +85,9 @@ struct stage_stats {
   /// Histograms made since the previous report (stage_logic::
   /// take_histograms).
   std::vector<histogram_summary> histograms;
+  /// Step-stamped values made since the previous report
+  /// (stage_logic::take_scalars).
+  std::vector<scalar_event> scalars;
 };
 
 template <class Inspector>
@@ -78,7 +96,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_stats& x) {
            x.replica, x.is_sink, x.items_in, x.records_in, x.bytes_in,
            x.items_out, x.records_out, x.bytes_out, x.busy_s, x.wait_input_s,
            x.wait_credit_s, x.out_edges, x.metrics, x.epochs_ended,
-           x.histograms);
+           x.histograms, x.scalars);
 }
 
 } // namespace af

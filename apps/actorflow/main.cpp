@@ -262,9 +262,14 @@ int cmd_run(const run_args& args, const af::registry& reg) {
       auto values = scalars->next(p, step);
       if (endpoint)
         endpoint->update(step, values);
-      if (a != nullptr)
+      if (a != nullptr) {
+        // Evaluations at the steps they evaluated; the rest at this step.
+        auto events = scalars->events(p, values);
+        if (!events.empty())
+          caf::anon_send(*a, af::metrics_atom::value, std::move(events));
         caf::anon_send(*a, af::metrics_atom::value, step, std::move(values),
                        p.histograms, false);
+      }
     };
   install_signal_handlers();
   std::optional<af::job> job;
@@ -329,8 +334,12 @@ int cmd_run(const run_args& args, const af::registry& reg) {
     events->store(nullptr); // (the coordinator has quit: no more reports)
     int64_t step = 0;
     auto values = scalars->next(result->final, step);
+    auto step_events = scalars->events(result->final, values);
     caf::scoped_actor self{sys};
     self->monitor(events_actor);
+    if (!step_events.empty())
+      self->send(events_actor, af::metrics_atom::value,
+                 std::move(step_events));
     self->send(events_actor, af::metrics_atom::value, step, std::move(values),
                result->final.histograms, true);
     self->receive([](caf::down_msg&) {},

@@ -446,3 +446,64 @@ TEST_CASE_METHOD(training_fixture, "top-k error feedback holds back no "
   for (auto& s : shards)
     caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE_METHOD(training_fixture, "the evaluator's periodic results reach "
+                                   "the coordinator while training runs") {
+  // 100 epochs of 4000 records, batches of 32: 12,500 steps (about 0.5 s
+  // in a Release build), an evaluation every 50. The evaluator evaluates
+  // inside one call (finish()); each result must still reach the progress
+  // snapshots (every 50 ms here) as it is made, not only the last one at
+  // the end.
+  auto text = blob_job(mlp, "log_every_steps: 0");
+  text.replace(text.find(R"(value: "4" })"), 13, R"(value: "100" })");
+  std::mutex mtx;
+  std::set<double> seen;
+  std::vector<scalar_event> events;
+  job_options opts;
+  opts.progress_interval = std::chrono::milliseconds{1};
+  opts.on_progress = [&](const job_progress& p) {
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      events.insert(events.end(), p.scalars.begin(), p.scalars.end());
+    }
+    for (auto& s : p.stages)
+      if (s.stage == "eval[0]")
+        for (auto& m : s.metrics)
+          if (m.name == "eval_step") {
+            std::lock_guard<std::mutex> guard{mtx};
+            seen.insert(m.value);
+          }
+  };
+  auto r = run_text(sys, reg, text, std::chrono::seconds{120}, opts);
+  REQUIRE(r.ok);
+  auto steps = metric_of(r, "train[0]", "step") + metric_of(r, "train[1]", "step");
+  REQUIRE(steps == 12500);
+  std::lock_guard<std::mutex> guard{mtx};
+  std::set<double> before_end;
+  for (auto step : seen)
+    if (step < steps)
+      before_end.insert(step);
+  INFO("evaluation steps seen in progress snapshots: " << seen.size());
+  CHECK(before_end.size() >= 3);
+  // Every evaluation also comes once as step-stamped values (for
+  // TensorBoard), in order, the last at the final step.
+  events.insert(events.end(), r.final.scalars.begin(), r.final.scalars.end());
+  std::vector<int64_t> accuracy_steps;
+  for (auto& e : events) {
+    if (e.name == "eval/test_accuracy") {
+      CHECK(e.value >= 0);
+      CHECK(e.value <= 1);
+      accuracy_steps.push_back(e.step);
+    } else {
+      CHECK(e.name == "eval/test_loss");
+    }
+  }
+  CHECK(static_cast<double>(accuracy_steps.size())
+        == metric_of(r, "eval[0]", "evaluations"));
+  CHECK(events.size() == 2 * accuracy_steps.size());
+  CHECK(std::is_sorted(accuracy_steps.begin(), accuracy_steps.end()));
+  CHECK(std::adjacent_find(accuracy_steps.begin(), accuracy_steps.end())
+        == accuracy_steps.end());
+  REQUIRE_FALSE(accuracy_steps.empty());
+  CHECK(accuracy_steps.back() == 12500);
+}

@@ -5,7 +5,8 @@ Usage: tb_interop.py --logdir DIR --summary FILE [--resumed-step N]
 DIR holds the run directory of one job (train-ctr); FILE is that run's
 stdout (its summary). TensorBoard's own reader (EventAccumulator) must see
 the scalars we write under the expected tags, with steps in order, and
-the final step and test AUC the summary printed, histograms of every
+the final step and test AUC the summary printed, each evaluation once at
+the step it evaluated, histograms of every
 variable's weights and gradients (trainer histogram_every_steps: 50), and
 zero bytes over the network (one process); every file starts with the
 file-version event. With --resumed-step, only the newest file is
@@ -100,6 +101,14 @@ if last_step.step != steps or int(last_step.value) != steps:
 last_auc = ea.Scalars("evaluate/test_auc")[-1].value
 if abs(last_auc - auc) > 1e-3:
     fail(f"evaluate/test_auc ends at {last_auc}, the summary says {auc}")
+# Each evaluation once, at the step it evaluated (every_steps: 300, then
+# the final one), whenever the progress reports came.
+for tag in ("evaluate/test_auc", "evaluate/test_loss"):
+    seen = [e.step for e in ea.Scalars(tag)]
+    if len(seen) < 3 or len(set(seen)) != len(seen) or seen[-1] != steps \
+            or seen[0] < 300:
+        fail(f"{tag}: points at steps {seen}; want one per evaluation "
+             f"(from step 300 every 300 steps, and the last at {steps})")
 if ea.Scalars("job/network_bytes")[-1].value != 0:
     fail("job/network_bytes is not 0 in a job of one process")
 
