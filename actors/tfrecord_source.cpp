@@ -152,6 +152,15 @@ public:
     }
   }
 
+  // Known once this replica read its first epoch (every epoch reads the
+  // same files).
+  void metrics(std::vector<metric>& out) const override {
+    if (epoch_ > 0 && taken_.empty() && first_epoch_records_ > 0)
+      out.push_back({"records_total",
+                     static_cast<double>(first_epoch_records_
+                                         * static_cast<uint64_t>(cfg_.epochs))});
+  }
+
 private:
   struct file_entry {
     std::string path;
@@ -272,15 +281,6 @@ private:
     index_.clear();
     out.push(std::move(b));
     return true;
-  }
-
-  // Known once this replica read its first epoch (every epoch reads the
-  // same files).
-  void metrics(std::vector<metric>& out) const override {
-    if (epoch_ > 0 && taken_.empty() && first_epoch_records_ > 0)
-      out.push_back({"records_total",
-                     static_cast<double>(first_epoch_records_
-                                         * static_cast<uint64_t>(cfg_.epochs))});
   }
 
   uint64_t first_epoch_records_ = 0;
