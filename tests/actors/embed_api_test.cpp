@@ -4,11 +4,13 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <set>
 
-#include <caf/event_based_actor.hpp>
 #include <caf/after.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include "actors/actorflow.hpp"
@@ -353,4 +355,74 @@ TEST_CASE("stage_options parse whole values and name the option they "
                     Catch::StartsWith("option 'path' is required"));
   CHECK_THROWS_WITH(opts.only({"n", "x"}),
                     Catch::Contains("(this stage type reads: n, x)"));
+}
+
+TEST_CASE("a custom stage runs on a node process of the application's own "
+          "that registered it") {
+  // The node: its own actor system and registry, with the custom type, and
+  // a spawner published on a free port of 127.0.0.1 (what `actorflow node`
+  // does with the built-in types only).
+  std::atomic<int> made_on_node{0};
+  auto plus = [](std::atomic<int>* made) {
+    return map_stage("plus", "", {"add"},
+                     [made](const stage_info& info, const stage_options& o) {
+                       // (a null context: the check while loading)
+                       if (info.context && made == nullptr)
+                         throw std::runtime_error("made in the coordinator");
+                       if (info.context && made != nullptr)
+                         ++*made;
+                       return make_add(info, o);
+                     });
+  };
+  test::config node_cfg;
+  enable_network(node_cfg);
+  caf::actor_system node_sys{node_cfg};
+  registry node_reg;
+  register_builtin_stages(node_reg);
+  node_reg.add(plus(&made_on_node));
+  auto spawner = spawn_node_spawner(node_sys, node_reg);
+  auto port = node_sys.middleman().publish(spawner, 0, "127.0.0.1");
+  REQUIRE(port);
+
+  // The coordinator: another actor system, whose registry knows the type
+  // too (it validates the topology) but must not create it here.
+  test::config cfg;
+  enable_network(cfg);
+  caf::actor_system sys{cfg};
+  registry reg;
+  register_builtin_stages(reg);
+  reg.add(plus(nullptr));
+  pipeline p;
+  auto* host = p.spec().add_host();
+  host->set_name("w1");
+  host->set_address("127.0.0.1:" + std::to_string(*port));
+  auto& src = p.add("src", "synthetic_source");
+  src.mutable_synthetic_source()->set_records(500);
+  src.mutable_synthetic_source()->set_records_per_item(10);
+  auto& remote = p.add("plus", "plus", {"src"});
+  (*remote.mutable_options())["add"] = "1000";
+  remote.add_hosts("w1");
+  p.add("out", "outlet", {"plus"});
+
+  auto s = std::make_shared<seen>();
+  auto a = sys.spawn(app, s);
+  job_options opts;
+  opts.listener = a;
+  opts.outlets["out"] = a;
+  auto j = job::start(sys, p.build(reg), reg, opts);
+  auto r = j.wait_for(std::chrono::seconds{60});
+  if (!r)
+    j.abort("test time limit");
+  REQUIRE(r);
+  INFO(r->error);
+  REQUIRE(r->ok);
+  CHECK(made_on_node == 1);
+  {
+    std::lock_guard<std::mutex> guard{s->mtx};
+    REQUIRE(s->labels.size() == 500);
+    for (auto label : s->labels)
+      CHECK(label >= 1000); // synthetic labels are 0..9, plus 1000
+  }
+  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(spawner, caf::exit_reason::user_shutdown);
 }
