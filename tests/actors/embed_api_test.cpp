@@ -118,19 +118,20 @@ private:
 };
 
 // Runs `topo` with `app_handle` as listener and as the actor of the outlet
-// "out".
-run_result run_and_wait(test::fixture& f, const loaded_topology& topo,
-                        caf::actor app_handle, job_options opts = {}) {
+// "out", and waits for the job and for the actor, which quits on
+// (job_done_atom, run_result).
+run_result run_and_wait(caf::actor_system& sys, const registry& reg,
+                        const loaded_topology& topo, caf::actor app_handle,
+                        job_options opts = {}) {
   opts.listener = app_handle;
   opts.outlets["out"] = app_handle;
-  auto j = job::start(f.sys, topo, f.reg, std::move(opts));
+  auto j = job::start(sys, topo, reg, std::move(opts));
   auto r = j.wait_for(std::chrono::seconds{60});
   if (!r) {
     j.abort("test time limit");
     FAIL("the job did not end within 60 s");
   }
-  // The application's actor quits on (job_done_atom, run_result).
-  caf::scoped_actor self{f.sys};
+  caf::scoped_actor self{sys};
   self->monitor(app_handle);
   bool quit = false;
   self->receive([&](caf::down_msg&) { quit = true; },
@@ -139,6 +140,12 @@ run_result run_and_wait(test::fixture& f, const loaded_topology& topo,
     caf::anon_send_exit(app_handle, caf::exit_reason::kill);
   CHECK(quit);
   return *r;
+}
+
+run_result run_and_wait(test::fixture& f, const loaded_topology& topo,
+                        caf::actor app_handle, job_options opts = {}) {
+  return run_and_wait(f.sys, f.reg, topo, std::move(app_handle),
+                      std::move(opts));
 }
 
 } // namespace
@@ -405,17 +412,9 @@ TEST_CASE("a custom stage runs on a node process of the application's own "
   p.add("out", "outlet", {"plus"});
 
   auto s = std::make_shared<seen>();
-  auto a = sys.spawn(app, s);
-  job_options opts;
-  opts.listener = a;
-  opts.outlets["out"] = a;
-  auto j = job::start(sys, p.build(reg), reg, opts);
-  auto r = j.wait_for(std::chrono::seconds{60});
-  if (!r)
-    j.abort("test time limit");
-  REQUIRE(r);
-  INFO(r->error);
-  REQUIRE(r->ok);
+  auto r = run_and_wait(sys, reg, p.build(reg), sys.spawn(app, s));
+  INFO(r.error);
+  REQUIRE(r.ok);
   CHECK(made_on_node == 1);
   {
     std::lock_guard<std::mutex> guard{s->mtx};
@@ -423,6 +422,5 @@ TEST_CASE("a custom stage runs on a node process of the application's own "
     for (auto label : s->labels)
       CHECK(label >= 1000); // synthetic labels are 0..9, plus 1000
   }
-  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(spawner, caf::exit_reason::user_shutdown);
 }

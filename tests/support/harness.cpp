@@ -11,6 +11,7 @@
 
 #include "actors/builtin.hpp"
 #include "runtime/busy_work.hpp"
+#include "runtime/custom_stage.hpp"
 #include "runtime/system.hpp"
 
 namespace af::test {
@@ -25,8 +26,7 @@ config::config(size_t threads, const char* policy) {
 
 int64_t option(const topology::Stage& s, const std::string& key,
                int64_t fallback) {
-  auto it = s.options().find(key);
-  return it == s.options().end() ? fallback : std::stoll(it->second);
+  return stage_options{s}.get_int(key, fallback);
 }
 
 namespace {

@@ -48,7 +48,9 @@ struct config : caf::actor_system_config {
 ///  - "collect" (sink): keeps every item in `obs->collected`.
 registry make_registry(std::shared_ptr<observations> obs);
 
-/// A custom stage's integer option `key` (Stage.options), or `fallback`.
+/// A custom stage's integer option `key` (Stage.options), or `fallback`;
+/// throws std::invalid_argument naming the option when it is not a whole
+/// number.
 int64_t option(const topology::Stage& s, const std::string& key,
                int64_t fallback);
 
