@@ -9,6 +9,8 @@ data=$here/data
 examples=$here/../../apps/examples
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=../support/skip.sh
+source "$here/../support/skip.sh"
 
 fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$tmp/out"; echo "--- stderr"; cat "$tmp/err"; exit 1; }
 run() { "$bin" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null; rc=$?; }
@@ -147,7 +149,7 @@ PY
     ;;
   convert)
     fm=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 't10k-images') || true
-    if [ -z "$fm" ]; then echo "SKIP: dataset-fashion-mnist not installed"; exit 0; fi
+    [ -n "$fm" ] || skip_missing "dataset-fashion-mnist is not installed"
     labels=${fm/images-idx3/labels-idx1}
     run convert idx --images "$fm" --labels "$labels" --out "$tmp/t10k" --shards 3
     expect_rc 0; expect_out "wrote 10000 records to 3 files"
@@ -188,7 +190,7 @@ PY
     ;;
   terminal)
     # On a terminal the progress display is one line rewritten in place.
-    command -v script >/dev/null || { echo "SKIP: script(1) not installed"; exit 0; }
+    command -v script >/dev/null || skip_missing "script(1) is not installed (bsdutils)"
     script -qec "timeout --preserve-status -s INT 2 '$bin' run '$data/long.pbtxt'" "$tmp/typescript" >"$tmp/out" 2>&1 </dev/null
     rc=$?
     expect_rc 130

@@ -13,6 +13,8 @@ set -u
 case_name=$1 build=$2 src=$3 cxx=$4 generator=$5 bin=$6
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# shellcheck source=../support/skip.sh
+source "$(dirname "$0")/../support/skip.sh"
 
 fail() { echo "FAIL: $*"; for f in "$work"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -40 "$f"; }; done; exit 1; }
 
@@ -29,7 +31,7 @@ version=$("$bin" --version | awk '{print $2}')
 case $case_name in
   example)
     fm=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 'train-images-idx3') || true
-    if [ -z "$fm" ]; then echo "SKIP: dataset-fashion-mnist not installed"; exit 0; fi
+    [ -n "$fm" ] || skip_missing "dataset-fashion-mnist is not installed"
     cmake -S "$src/apps/embed_example" -B "$work/build" -G "$generator" \
       -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$work/prefix" \
       > "$work/configure.log" 2>&1 || fail "configuring the example failed"

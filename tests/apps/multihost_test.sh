@@ -21,6 +21,8 @@ tmp=$(mktemp -d)
 
 # shellcheck source=nodes.sh
 source "$here/nodes.sh"
+# shellcheck source=../support/skip.sh
+source "$here/../support/skip.sh"
 frozen=
 job=  # a job run in the background (its timeout(1) wrapper), if any
 cleanup() {
@@ -224,7 +226,7 @@ shard_killed() {
 input_node_killed() {
   local template=$1 stage=$2 fm labels
   fm=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 't10k-images') \
-    || { echo "SKIP: dataset-fashion-mnist is not installed"; exit 0; }
+    || skip_missing "dataset-fashion-mnist is not installed"
   labels=${fm/images-idx3/labels-idx1}
   mkdir -p "$tmp/shards"
   "$bin" convert idx --images "$fm" --labels "$labels" --out "$tmp/shards/t10k" \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A job over nodes in their own network namespaces, whose links the test
-# cuts mid-job (root only; prints SKIP otherwise).
+# cuts mid-job (root only; prints SKIP otherwise, and FAIL where CI is set).
 # Usage: netns_test.sh ACTORFLOW CASE
 #
 # Case link_cut: two namespaces afns-PID-w2 and afns-PID-w3, each joined to
@@ -28,19 +28,14 @@ case_name=$2
 here=$(cd "$(dirname "$0")" && pwd)
 data=$here/data
 
-if [ "$(id -u)" -ne 0 ]; then
-  echo "SKIP: network namespaces need root"
-  exit 0
-fi
-if ! command -v ip >/dev/null; then
-  echo "SKIP: no ip(8) (iproute2)"
-  exit 0
-fi
+# shellcheck source=../support/skip.sh
+source "$here/../support/skip.sh"
+# CI runs as root, so there these are failures too.
+[ "$(id -u)" -eq 0 ] || skip_missing "network namespaces need root"
+command -v ip >/dev/null || skip_missing "no ip(8) (iproute2)"
 probe=afns-$$-probe
-if ! ip netns add "$probe" 2>/dev/null; then
-  echo "SKIP: 'ip netns add' fails here (no CAP_SYS_ADMIN?)"
-  exit 0
-fi
+ip netns add "$probe" 2>/dev/null \
+  || skip_missing "'ip netns add' fails here (no CAP_SYS_ADMIN?)"
 ip netns del "$probe"
 
 tmp=$(mktemp -d)

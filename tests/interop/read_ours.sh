@@ -6,15 +6,13 @@ set -eu
 bin=$1
 here=$(cd "$(dirname "$0")" && pwd)
 py() { bash "$here/python.sh" "$@"; }
-if py -c 'import tensorflow' | grep -q '^SKIP:'; then
-  py -c ''
-  exit 0
-fi
+# shellcheck source=../support/skip.sh
+source "$here/../support/skip.sh"
+# Without TensorFlow python.sh says SKIP (exit 0), or FAIL where CI is set.
+check=$(py -c 'import tensorflow') || { echo "$check"; exit 1; }
+if grep -q '^SKIP:' <<<"$check"; then echo "$check"; exit 0; fi
 images=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 't10k-images') || true
-if [ -z "$images" ]; then
-  echo "SKIP: dataset-fashion-mnist is not installed"
-  exit 0
-fi
+[ -n "$images" ] || skip_missing "dataset-fashion-mnist is not installed"
 labels=${images/images-idx3/labels-idx1}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -11,7 +11,7 @@ variable's weights and gradients (trainer histogram_every_steps: 50), and
 zero bytes over the network (one process); every file starts with the
 file-version event. With --resumed-step, only the newest file is
 checked: a SessionLog START at that step, and no scalar before it. Prints "SKIP: ..." and exits 0 where the
-tensorboard package cannot be imported.
+tensorboard package cannot be imported (where CI is set: "FAIL: ...", exit 1).
 """
 import argparse
 import glob
@@ -25,8 +25,13 @@ try:
     from tensorboard.backend.event_processing.event_file_loader import (
         EventFileLoader)
 except ImportError as e:
-    print(f"SKIP: the tensorboard package cannot be imported ({e}); "
-          "scripts/setup installs it into build/venv")
+    why = (f"the tensorboard package cannot be imported ({e}); "
+           "scripts/setup installs it into build/venv")
+    if os.environ.get("CI"):
+        print(f"FAIL: {why} (CI is set: a missing test dependency is a "
+              "failure, not a skip)")
+        sys.exit(1)
+    print(f"SKIP: {why}")
     sys.exit(0)
 
 

@@ -8,10 +8,13 @@ bin=$1
 here=$(cd "$(dirname "$0")" && pwd)
 data=$here/../apps/data
 py() { bash "$here/python.sh" "$@"; }
-if py -c 'import tensorflow' | grep -q '^SKIP:'; then
-  py -c ''
-  exit 0
-fi
+# shellcheck source=../support/skip.sh
+source "$here/../support/skip.sh"
+# Without TensorFlow python.sh says SKIP (exit 0), or FAIL where CI is set.
+check=$(py -c 'import tensorflow') || { echo "$check"; exit 1; }
+if grep -q '^SKIP:' <<<"$check"; then echo "$check"; exit 0; fi
+py -c 'import tensorboard.backend.event_processing.event_accumulator' >/dev/null 2>&1 \
+  || skip_missing "the tensorboard package cannot be imported (scripts/setup installs it into build/venv)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # Histograms every 50 steps of replica 0 (about 390 steps each).

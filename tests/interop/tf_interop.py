@@ -4,7 +4,8 @@
   python3 tests/interop/tf_interop.py --actorflow BUILD/bin/actorflow --case NAME [...]
 
 Exit status 0: passed (or skipped: prints "SKIP: <reason>" when tensorflow
-cannot be imported); 1: failed, with one line per mismatch; 2: usage error.
+cannot be imported; where CI is set that is a failure instead, exit 1);
+1: failed, with one line per mismatch; 2: usage error.
 
 Cases:
   read_ours        --file F [--compression auto|none|gzip]: F was written by
@@ -621,7 +622,11 @@ def main():
     try:
         import tensorflow as tf
     except Exception as e:  # ImportError, or a broken install
-        print("SKIP: cannot import tensorflow (%s: %s)" % (type(e).__name__, e))
+        why = "cannot import tensorflow (%s: %s)" % (type(e).__name__, e)
+        if os.environ.get("CI"):
+            print("FAIL: %s (CI is set: a missing test dependency is a failure, not a skip)" % why)
+            return 1
+        print("SKIP: " + why)
         return 0
 
     if args.workdir:
