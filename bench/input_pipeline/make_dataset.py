@@ -5,6 +5,7 @@ Debian packages needed (apt-get install -y --no-install-recommends ...):
     lomiri-wallpapers-16.04   the source photographs (15 JPEGs, CC-BY / CC-BY-SA,
                               installed under /usr/share/backgrounds)
     python3-pil               Pillow for /usr/bin/python3 (Debian's Python)
+    python3-numpy             the grain
 
 Run it with Debian's Python, which has Pillow:
     /usr/bin/python3 bench/input_pipeline/make_dataset.py --out /tmp/af_bench_images
@@ -14,9 +15,16 @@ subject; two of the photographs show mountains and share a class), plus
 OUT/MANIFEST.json. Every image is a seeded random crop of one source
 photograph: an aspect ratio and size from a short list of ImageNet-like sizes
 (500x375 most often), a crop covering 10% to 100% of the largest such window,
-at a random position, mirrored half of the time, resized with Lanczos and
-saved as a baseline JPEG, quality 90. Image i depends only on (--seed, i), so
-the same arguments give the same files with the same Pillow and libjpeg.
+at a random position, mirrored half of the time, resized with Lanczos, given
+film grain (Gaussian noise of standard deviation GRAIN_SIGMA on the
+luminance) and saved as a baseline JPEG, quality 95, 4:2:0. The grain is
+there for the bytes: the wallpapers are smooth and already compressed, so
+their crops alone give about 62 KiB at quality 95, while ImageNet's training
+JPEGs average about 110 kB; with the grain the mean is about 108 KiB, and
+decoding costs what it costs on ImageNet (entropy decoding grows with the
+bytes). The mean is printed at the end. Image i depends only on (--seed, i),
+so the same arguments give the same files with the same Pillow, libjpeg and
+NumPy.
 
 Running it again with the same arguments does nothing once OUT holds the set.
 """
@@ -53,10 +61,11 @@ CLASSES = [
 # the long side, landscape 4:3 most often.
 SIZES = [(500, 375, 10), (500, 333, 3), (375, 500, 3), (500, 400, 1), (333, 500, 1)]
 
-QUALITY = 90
+QUALITY = 95
+GRAIN_SIGMA = 10.0       # luminance noise, in 8-bit levels (see the docstring)
 MIN_AREA = 0.10          # of the largest window of the chosen aspect ratio
 WORK_LONG_SIDE = 2048    # sources are decoded at reduced size, at least this long
-FORMAT_VERSION = 1       # bump when the recipe changes, so old sets are rebuilt
+FORMAT_VERSION = 2       # bump when the recipe changes, so old sets are rebuilt
 
 
 def die(msg):
@@ -66,9 +75,10 @@ def die(msg):
 
 try:
     from PIL import Image
-except ImportError:
-    die("needs Pillow: apt-get install python3-pil, and run this script with "
-        "/usr/bin/python3 (Debian's Python)")
+    import numpy
+except ImportError as e:
+    die("needs Pillow and NumPy (%s): apt-get install python3-pil python3-numpy, "
+        "and run this script with /usr/bin/python3 (Debian's Python)" % e)
 
 LANCZOS = getattr(Image, "Resampling", Image).LANCZOS
 FLIP = getattr(Image, "Transpose", Image).FLIP_LEFT_RIGHT
@@ -112,7 +122,7 @@ class Sources:
         return img
 
 
-def make_one(sources, seed, index):
+def make_one(sources, seed, index, grain_sigma=GRAIN_SIGMA):
     name, source, (ow, oh), area, (fx, fy), flip = recipe(seed, index)
     img = sources.get(source)
     sw, sh = img.size
@@ -127,7 +137,13 @@ def make_one(sources, seed, index):
     out = img.resize((ow, oh), LANCZOS, box=(x0, y0, x0 + cw, y0 + ch))
     if flip:
         out = out.transpose(FLIP)
-    return name, out
+    # One noise value per pixel, the same on R, G and B: grain in the
+    # luminance, as a sensor's, which 4:2:0 chroma subsampling keeps.
+    rng = numpy.random.default_rng([seed, index])
+    pixels = numpy.asarray(out, dtype=numpy.float32)
+    grain = rng.normal(0.0, grain_sigma, pixels.shape[:2] + (1,))
+    pixels = numpy.clip(pixels + grain + 0.5, 0, 255).astype(numpy.uint8)
+    return name, Image.fromarray(pixels, "RGB")
 
 
 def list_jpegs(out):
@@ -146,14 +162,20 @@ def main():
     ap.add_argument("--seed", type=int, default=0, help="seed of the crops (default 0)")
     ap.add_argument("--source-dir", default=DEFAULT_SOURCE_DIR,
                     help="where %s put its photographs (default %s)" % (SOURCE_PACKAGE, DEFAULT_SOURCE_DIR))
+    ap.add_argument("--quality", type=int, default=QUALITY, help="JPEG quality (default %d)" % QUALITY)
+    ap.add_argument("--grain", type=float, default=GRAIN_SIGMA,
+                    help="standard deviation of the luminance grain, 0 for none (default %g)" % GRAIN_SIGMA)
     ap.add_argument("--force", action="store_true", help="rebuild even if OUT looks complete")
     args = ap.parse_args()
     if args.count < 1:
         die("--count must be at least 1")
+    if not 1 <= args.quality <= 100 or args.grain < 0:
+        die("--quality must be 1..100 and --grain >= 0")
 
     manifest_path = os.path.join(args.out, "MANIFEST.json")
     want = {"format": FORMAT_VERSION, "count": args.count, "seed": args.seed,
-            "classes": [c for c, _ in CLASSES], "quality": QUALITY,
+            "classes": [c for c, _ in CLASSES], "quality": args.quality,
+            "grain_sigma": args.grain,
             "source_package": SOURCE_PACKAGE}
     if not args.force and os.path.exists(manifest_path):
         try:
@@ -162,8 +184,9 @@ def main():
         except (OSError, ValueError):
             have = None
         if have == want and len(list_jpegs(args.out)) == args.count:
-            print("make_dataset: %s already holds %d images (seed %d), nothing to do"
-                  % (args.out, args.count, args.seed))
+            sizes = [os.path.getsize(p) for p in list_jpegs(args.out)]
+            print("make_dataset: %s already holds %d images (seed %d, mean %.1f KiB per JPEG), nothing to do"
+                  % (args.out, args.count, args.seed, sum(sizes) / len(sizes) / 1024))
             return 0
     if os.path.exists(manifest_path):
         os.remove(manifest_path)  # the set is incomplete until the manifest is back
@@ -174,10 +197,10 @@ def main():
     expected = set()
     total_bytes = 0
     for i in range(args.count):
-        name, img = make_one(sources, args.seed, i)
+        name, img = make_one(sources, args.seed, i, args.grain)
         path = os.path.join(args.out, name, "%05d.jpg" % i)
         tmp = path + ".tmp"
-        img.save(tmp, "JPEG", quality=QUALITY)
+        img.save(tmp, "JPEG", quality=args.quality, subsampling="4:2:0")
         os.replace(tmp, path)
         total_bytes += os.path.getsize(path)
         expected.add(path)
@@ -191,8 +214,8 @@ def main():
         json.dump(want, f, indent=1)
         f.write("\n")
     os.replace(manifest_path + ".tmp", manifest_path)
-    print("make_dataset: wrote %d images, %.1f MB, %d classes, into %s"
-          % (args.count, total_bytes / 1e6, len(CLASSES), args.out))
+    print("make_dataset: wrote %d images, mean %.1f KiB per JPEG, %.1f MB in all, %d classes, into %s"
+          % (args.count, total_bytes / args.count / 1024, total_bytes / 1e6, len(CLASSES), args.out))
     return 0
 
 
