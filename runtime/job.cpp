@@ -1324,7 +1324,7 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
           where + " refused the TLS connection: " + why
           + " (the node must run with --tls-cert/--tls-key/--tls-ca, and "
             "each side's certificate must be signed by a CA in the other "
-            "side's --tls-ca)");
+            "side's --tls-ca and not expired)");
       if (!tls && failure == caf::sec::disconnect_during_handshake)
         throw std::runtime_error(
           where + " closed the connection during the handshake: " + why

@@ -18,6 +18,9 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "runtime/batch.hpp"
 #include "runtime/job.hpp"
 #include "runtime/ps.hpp"
@@ -78,6 +81,48 @@ extern "C" int no_passphrase(char*, int, int, void*) {
   return 0;
 }
 
+// Whether a PEM file holds an encrypted private key: PKCS#8 ("BEGIN
+// ENCRYPTED PRIVATE KEY") or the traditional format's header.
+bool pem_key_encrypted(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f{std::fopen(path.c_str(), "rb"),
+                                          std::fclose};
+  if (!f)
+    return false;
+  std::string text(64 * 1024, '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), f.get()));
+  return text.find("-----BEGIN ENCRYPTED PRIVATE KEY-----") != std::string::npos
+         || text.find("Proc-Type: 4,ENCRYPTED") != std::string::npos;
+}
+
+// A copy of the file at `path`, held in memory for the rest of the
+// process (a memfd), as a path CAF can open for every connection
+// ("/proc/self/fd/N"; each open reads it from the start). `path` itself
+// when the copy cannot be made.
+std::string snapshot(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> in{std::fopen(path.c_str(), "rb"),
+                                           std::fclose};
+  if (!in)
+    return path;
+  std::string bytes;
+  char buf[16384];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), in.get())) > 0;)
+    bytes.append(buf, n);
+  if (std::ferror(in.get()))
+    return path;
+  int fd = memfd_create("actorflow-tls", MFD_CLOEXEC);
+  if (fd < 0)
+    return path;
+  for (size_t done = 0; done < bytes.size();) {
+    auto n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n <= 0) {
+      ::close(fd);
+      return path;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return "/proc/self/fd/" + std::to_string(fd);
+}
+
 } // namespace
 
 void check(const tls_options& tls) {
@@ -119,6 +164,14 @@ void check(const tls_options& tls) {
     if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
       ERR_clear_error();
       throw not_its_key();
+    }
+    if (pem_key_encrypted(tls.key)) {
+      ERR_clear_error();
+      throw std::invalid_argument(
+        "--tls-key: '" + tls.key
+        + "' is encrypted: actorflow reads unencrypted keys only (decrypt "
+          "it with `openssl pkey -in "
+        + tls.key + " -out NEW.key`)");
     }
     throw std::invalid_argument("--tls-key: '" + tls.key
                                 + "' is not an unencrypted PEM private key ("
@@ -162,9 +215,15 @@ void enable_network(caf::actor_system_config& cfg, const tls_options& tls) {
     // Certificates set: the module requires a certificate signed by a CA
     // in the CA file from every peer, and presents ours.
     cfg.load<caf::openssl::manager>();
-    cfg.openssl_certificate = tls.cert;
-    cfg.openssl_key = tls.key;
-    cfg.openssl_cafile = tls.ca;
+    // CAF loads the files again for every connection, and a file it cannot
+    // load then (a key and certificate renewed one after the other, an
+    // encrypted key) throws in its I/O thread and aborts the process, or
+    // has OpenSSL prompt for a passphrase on the terminal. So CAF gets
+    // copies made here, once: what check() accepted, for the process's
+    // life.
+    cfg.openssl_certificate = snapshot(tls.cert);
+    cfg.openssl_key = snapshot(tls.key);
+    cfg.openssl_cafile = snapshot(tls.ca);
   }
 }
 

@@ -62,8 +62,12 @@ void check(const tls_options& tls);
 /// CAF's OpenSSL module with those files: publish with
 /// caf::openssl::publish then; job::start connects through it whenever the
 /// system has it (sys.has_openssl_manager()). Call it before the
-/// actor_system is made from `cfg`. Reads no file and does not throw: call
-/// check(tls) first, or bad files show only when a connection opens.
+/// actor_system is made from `cfg`. Does not throw: call check(tls) first,
+/// or bad files show only when a connection opens. Reads the three files
+/// once, here, and hands CAF copies held in memory for the rest of the
+/// process (CAF loads them for every connection, and aborts the process
+/// on one it cannot load): files changed later take effect at the next
+/// start.
 void enable_network(caf::actor_system_config& cfg, const tls_options& tls = {});
 
 /// The engine options a topology's `runtime` block asks for. Does not
