@@ -34,6 +34,13 @@ sed "s|build/data/fmnist/|$data/|" "$examples/$name.pbtxt" > "$work/job.pbtxt"
   cat "$work/out" "$work/err"; echo "FAIL: $name did not finish"; exit 1; }
 cat "$work/out"
 line=$(grep '^  test (step' "$work/out") || { echo "FAIL: no test line"; exit 1; }
+# number WHAT VALUE: VALUE is one number in [0, 1] (an accuracy, an AUC),
+# or the test fails: a summary that does not parse must not pass.
+number() {
+  [[ $2 =~ ^(0(\.[0-9]+)?|1(\.0+)?)$ ]] || {
+    echo "FAIL: cannot read the $1 (a number in [0, 1]) from the summary's test line: '$line' (got '$2')"
+    exit 1; }
+}
 case $name in
   fmnist_mlp) want=0.89 ;;
   fmnist_cnn) want=0.91 ;;
@@ -41,11 +48,13 @@ esac
 if [ $name = ctr_embedding ]; then
   auc=$(sed -n 's/.*AUC \([0-9.]*\) (planted.*/\1/p' <<< "$line")
   best=$(sed -n "s/.*planted model's AUC \([0-9.]*\)).*/\1/p" <<< "$line")
+  number AUC "$auc"; number "planted model's AUC" "$best"
   awk -v a="$auc" -v b="$best" 'BEGIN { exit !(b - a <= 0.01) }' || {
     echo "FAIL: AUC $auc is more than 0.01 below the planted $best"; exit 1; }
   echo "ok: AUC $auc, planted $best"
 else
   acc=$(sed -n 's/.*accuracy \([0-9.]*\).*/\1/p' <<< "$line")
+  number accuracy "$acc"
   awk -v a="$acc" -v w="$want" 'BEGIN { exit !(a >= w) }' || {
     echo "FAIL: test accuracy $acc < $want"; exit 1; }
   echo "ok: test accuracy $acc >= $want"
