@@ -10,6 +10,7 @@
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
 
+#include "runtime/census.hpp"
 #include "runtime/event_writer.hpp"
 
 namespace af {
@@ -201,7 +202,9 @@ caf::actor spawn_event_writer(caf::actor_system& sys,
   if (resumed_step)
     w->session_start(static_cast<int64_t>(*resumed_step));
   spdlog::info("TensorBoard events: {}", w->path());
-  return sys.spawn<caf::detached>(event_writer_main, std::move(w));
+  auto a = sys.spawn<caf::detached>(event_writer_main, std::move(w));
+  census_add(a, "TensorBoard event writer");
+  return a;
 }
 
 } // namespace af

@@ -14,6 +14,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "runtime/failpoint.hpp"
+
 namespace af {
 
 namespace {
@@ -512,6 +514,7 @@ struct ps_client::impl {
     for (auto x : per_shard)
       sum += x;
     result.staleness_mean = static_cast<double>(sum) / shards.size();
+    failpoint("ps.push.acked");
   }
 
   impl(caf::actor_system& s, std::vector<caf::actor> sh,
@@ -760,6 +763,7 @@ ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
                                        const std::vector<int64_t>& rows,
                                        double topk_fraction) {
   auto& d = *impl_;
+  failpoint("ps.push.before");
   auto k = static_cast<uint32_t>(d.shards.size());
   push_result result;
   std::vector<ps_push> pushes(k);
@@ -949,6 +953,7 @@ ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
     d.pushes.push_back(d.self->request(d.shards[to[j]], awaited,
                                        ps_push_atom::value, messages[j]));
   }
+  failpoint("ps.push.sent");
   d.pushes_req = std::move(messages);
   d.pushes_shard = std::move(to);
   d.clock = std::max(d.clock, step);

@@ -20,6 +20,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "runtime/census.hpp"
 #include "runtime/crc32c.hpp"
 #include "runtime/stream.hpp"
 
@@ -1528,7 +1529,11 @@ caf::actor spawn_ps_shard(caf::actor_system& sys, ps_shard_config cfg) {
   if (auto err = check(cfg); !err.empty())
     throw std::invalid_argument((cfg.name.empty() ? "ps shard" : cfg.name)
                                 + ": " + err);
-  return sys.spawn<caf::detached>(ps_shard_main, std::move(cfg));
+  auto label = cfg.name.empty() ? "ps shard " + std::to_string(cfg.shard)
+                                : cfg.name;
+  auto a = sys.spawn<caf::detached>(ps_shard_main, std::move(cfg));
+  census_add(a, std::move(label));
+  return a;
 }
 
 } // namespace af

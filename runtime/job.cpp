@@ -1,6 +1,7 @@
 #include "runtime/job.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -23,6 +24,7 @@
 #include <google/protobuf/text_format.h>
 #include <spdlog/spdlog.h>
 
+#include "runtime/census.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/credit.hpp"
 #include "runtime/node.hpp"
@@ -1251,6 +1253,7 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
   }
   result.coordinator_ =
     sys.spawn(coordinator_main, std::move(opts), slot, ckpt, plan);
+  census_add(result.coordinator_, "coordinator");
 
   std::vector<std::vector<caf::actor>> replicas(spec.stage_size());
   std::vector<caf::actor> handles;
@@ -1290,17 +1293,39 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
                   : sys.middleman().actor_handle();
     caf::actor spawner;
     caf::error failure;
-    self
-      ->request(mm, connect_timeout, caf::connect_atom::value, parsed->host,
-                parsed->port)
-      .receive(
-        [&](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
-          if (ptr)
-            spawner = caf::actor_cast<caf::actor>(std::move(ptr));
-          else
-            failure = caf::sec::no_actor_published_at_port;
-        },
-        [&](caf::error& err) { failure = std::move(err); });
+    // A handshake that CAF gave up on (middleman.connection-timeout) is
+    // tried again while the connect timeout lasts: a node's only I/O
+    // thread can be busy for seconds after garbage on its port (CAF 0.17
+    // zero-fills a receive buffer of whatever size a garbage header
+    // claims, up to 4 GiB), and a later try then gets through.
+    auto deadline = std::chrono::steady_clock::now() + connect_timeout;
+    for (int attempt = 1;; ++attempt) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+      failure = caf::error{};
+      self
+        ->request(mm, std::max(left, std::chrono::milliseconds{1}),
+                  caf::connect_atom::value, parsed->host, parsed->port)
+        .receive(
+          [&](caf::node_id&, caf::strong_actor_ptr& ptr,
+              std::set<std::string>&) {
+            if (ptr)
+              spawner = caf::actor_cast<caf::actor>(std::move(ptr));
+            else
+              failure = caf::sec::no_actor_published_at_port;
+          },
+          [&](caf::error& err) { failure = std::move(err); });
+      if (failure != caf::sec::connection_timeout
+          || std::chrono::steady_clock::now() + std::chrono::milliseconds{100}
+               >= deadline)
+        break;
+      spdlog::warn("{}: no CAF handshake on attempt {} ({}); trying again "
+                   "({} ms of the connect timeout left)",
+                   where, attempt, sys.render(failure),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(
+                     deadline - std::chrono::steady_clock::now())
+                     .count());
+    }
     if (failure) {
       auto why = sys.render(failure);
       // No TCP connection at all: CAF names the failed ip_connect.

@@ -13,6 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "runtime/census.hpp"
 #include "runtime/topology.hpp"
 
 namespace af {
@@ -187,7 +188,9 @@ caf::actor spawn_node_spawner(caf::actor_system& sys, const registry& reg) {
   // actor's thread at shutdown, and a node then ignores SIGTERM. A stage
   // factory that blocks (a trainer registering with its shards) holds one
   // scheduler thread for that long.
-  return sys.spawn(spawner_main, &reg);
+  auto a = sys.spawn(spawner_main, &reg);
+  census_add(a, "node spawner");
+  return a;
 }
 
 } // namespace af

@@ -16,6 +16,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "runtime/census.hpp"
 #include "runtime/credit.hpp"
 #include "runtime/state_io.hpp"
 #include "runtime/stage_stats.hpp"
@@ -865,9 +866,12 @@ caf::behavior stage_main(stage_actor* self, stage_setup setup) {
 } // namespace
 
 caf::actor spawn_stage(caf::actor_system& sys, stage_setup setup) {
-  if (setup.blocking)
-    return sys.spawn<caf::detached>(stage_main, std::move(setup));
-  return sys.spawn(stage_main, std::move(setup));
+  auto label = setup.info.label();
+  auto a = setup.blocking
+             ? sys.spawn<caf::detached>(stage_main, std::move(setup))
+             : sys.spawn(stage_main, std::move(setup));
+  census_add(a, std::move(label));
+  return a;
 }
 
 } // namespace af

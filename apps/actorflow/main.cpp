@@ -32,6 +32,7 @@
 #include "apps/actorflow/metrics_endpoint.hpp"
 #include "apps/actorflow/progress.hpp"
 #include "apps/actorflow/report.hpp"
+#include "apps/actorflow/shutdown.hpp"
 #include "runtime/autotune.hpp"
 #include "runtime/job.hpp"
 #include "runtime/node.hpp"
@@ -77,6 +78,8 @@ struct run_args {
   std::string report_json;
   int metrics_port = -1; // unset
   af::tls_options tls;
+  double shutdown_timeout_s = 5;
+  double connect_timeout_s = 10;
 };
 
 // --tls-cert/--tls-key/--tls-ca on `run` and `node`.
@@ -115,23 +118,22 @@ int check_tls(const char* usage, const af::tls_options& tls) {
   return -1;
 }
 
-// CAF 0.17.6's OpenSSL module busy-polls while a TLS handshake waits for a
-// peer that sends nothing (CAF issue #1060, fixed in 0.18), and the actor
-// system's shutdown then waits for that handshake forever. With TLS on,
-// after a failed start of a job and after a node's SIGTERM, the shutdown
-// gets `limit`; then the process exits with `rc` all the same.
-void exit_if_shutdown_hangs(int rc, std::chrono::seconds limit) {
-  std::thread{[rc, limit] {
-    std::this_thread::sleep_for(limit);
-    std::fprintf(stderr,
-                 "actorflow: shutdown did not finish within %lld s (a TLS "
-                 "handshake with a silent peer, CAF 0.17 issue #1060?): "
-                 "exiting without it\n",
-                 static_cast<long long>(limit.count()));
-    std::fflush(stdout);
-    std::fflush(stderr);
-    std::_Exit(rc);
-  }}.detach();
+std::chrono::milliseconds shutdown_limit(double seconds) {
+  return std::chrono::milliseconds{static_cast<int64_t>(seconds * 1000)};
+}
+
+// --shutdown-timeout on `run` and `node`.
+void add_shutdown_option(CLI::App* cmd, double& seconds) {
+  cmd
+    ->add_option("--shutdown-timeout", seconds,
+                 "Seconds the process may take to stop once its work has "
+                 "ended (after the summary, after a failure, or after "
+                 "SIGINT/SIGTERM on a node); past them it names the actors "
+                 "still there and exits with the exit code it would have "
+                 "had. A signal during the shutdown exits at once")
+    ->check(CLI::Range(0.1, 3600.0))
+    ->type_name("SECONDS")
+    ->capture_default_str();
 }
 
 int cmd_validate(const std::string& path, bool list_types,
@@ -162,6 +164,10 @@ int cmd_validate(const std::string& path, bool list_types,
   return exit_ok;
 }
 
+int run_job(caf::actor_system& sys, const run_args& args,
+            const af::loaded_topology& topo, const af::engine_options& opts,
+            const af::registry& reg);
+
 int cmd_run(const run_args& args, const af::registry& reg) {
   if (auto rc = check_tls("actorflow run TOPOLOGY [--tls-cert FILE --tls-key "
                           "FILE --tls-ca FILE] ...",
@@ -190,7 +196,18 @@ int cmd_run(const run_args& args, const af::registry& reg) {
     spdlog::warn("--tls-cert/--tls-key/--tls-ca: the topology places nothing "
                  "on nodes, so nothing connects");
   caf::actor_system sys{cfg};
+  auto rc = run_job(sys, args, topo, opts, reg);
+  // Failures before the summary: their shutdown is bounded from here.
+  af::cli::bound_shutdown(rc, shutdown_limit(args.shutdown_timeout_s),
+                          signals_received);
+  return rc;
+}
 
+// The job of cmd_run in `sys`, to its summary; returns the exit code.
+// Bounds the shutdown (af::cli::bound_shutdown) once the summary is out.
+int run_job(caf::actor_system& sys, const run_args& args,
+            const af::loaded_topology& topo, const af::engine_options& opts,
+            const af::registry& reg) {
   auto name = topo.spec.name().empty() ? args.topology : topo.spec.name();
   int64_t actors = 0;
   for (auto& s : topo.spec.stage())
@@ -213,8 +230,6 @@ int cmd_run(const run_args& args, const af::registry& reg) {
       tuned = std::move(r.tuned);
     } catch (const std::exception& ex) {
       std::fprintf(stderr, "actorflow: %s\n", ex.what());
-      if (args.tls.enabled())
-        exit_if_shutdown_hangs(exit_failure, std::chrono::seconds{5});
       return exit_failure;
     }
     for (auto& d : decisions)
@@ -230,6 +245,8 @@ int cmd_run(const run_args& args, const af::registry& reg) {
   // counts that are at most half a second old.
   jopts.progress_interval = std::chrono::seconds{1};
   jopts.resume = args.resume;
+  jopts.connect_timeout = std::chrono::milliseconds{
+    static_cast<int64_t>(args.connect_timeout_s * 1000)};
   // TensorBoard events (--logdir): a metrics actor gets the scalars of
   // every progress report. It exists once the job started (its resumed
   // step is known then); reports before that are dropped.
@@ -291,8 +308,6 @@ int cmd_run(const run_args& args, const af::registry& reg) {
     std::fprintf(stderr, "actorflow: %s\n", ex.what());
     if (job)
       job->abort(ex.what());
-    if (args.tls.enabled())
-      exit_if_shutdown_hangs(exit_failure, std::chrono::seconds{5});
     return exit_failure;
   }
   bool stop_sent = false;
@@ -301,6 +316,14 @@ int cmd_run(const run_args& args, const af::registry& reg) {
   auto stop_time = std::chrono::steady_clock::now();
   std::optional<af::run_result> result;
   while (!(result = job->wait_for(std::chrono::milliseconds{100}))) {
+    if (abort_sent) {
+      // The abort killed every stage, and the coordinator reports that at
+      // once; a process that still waits here has lost that report.
+      af::cli::bound_shutdown(exit_interrupted,
+                              shutdown_limit(args.shutdown_timeout_s),
+                              signals_received);
+      continue;
+    }
     auto n = signals_received.load();
     if (n >= 1 && !stop_sent) {
       stop_sent = true;
@@ -361,17 +384,23 @@ int cmd_run(const run_args& args, const af::registry& reg) {
   for (auto& d : decisions)
     std::printf("  %s\n", d.c_str());
   std::fflush(stdout);
-  if (!result->ok) {
+  if (!result->ok)
     std::fprintf(stderr, "actorflow: %s\n", result->error.c_str());
-    return stop_sent ? exit_interrupted : exit_failure;
-  }
-  return stop_sent ? exit_interrupted : exit_ok;
+  auto rc = stop_sent ? exit_interrupted
+                      : (result->ok ? exit_ok : exit_failure);
+  // From here on (the job's actors stopping, ~actor_system), the process
+  // exits within the bound whatever holds it.
+  af::cli::bound_shutdown(rc, shutdown_limit(args.shutdown_timeout_s),
+                          signals_received);
+  af::cli::stall_if_asked(sys);
+  return rc;
 }
 
 struct node_args {
   std::string listen = "127.0.0.1:4242";
   int threads = -1;
   af::tls_options tls;
+  double shutdown_timeout_s = 5;
 };
 
 // `actorflow node`: serves jobs until SIGINT or SIGTERM.
@@ -409,6 +438,9 @@ int cmd_node(const node_args& args, const af::registry& reg) {
     std::fprintf(stderr, "node: cannot listen on %s: %s\n", text.c_str(),
                  sys.render(port.error()).c_str());
     caf::anon_send_exit(spawner, caf::exit_reason::user_shutdown);
+    af::cli::bound_shutdown(exit_failure,
+                            shutdown_limit(args.shutdown_timeout_s),
+                            signals_received);
     return exit_failure;
   }
   // The line tests and scripts wait for (with the port, when 0 was asked).
@@ -426,8 +458,9 @@ int cmd_node(const node_args& args, const af::registry& reg) {
     std::this_thread::sleep_for(std::chrono::milliseconds{100});
   spdlog::info("node: stopping");
   caf::anon_send_exit(spawner, caf::exit_reason::user_shutdown);
-  if (args.tls.enabled())
-    exit_if_shutdown_hangs(exit_ok, std::chrono::seconds{5});
+  af::cli::bound_shutdown(exit_ok, shutdown_limit(args.shutdown_timeout_s),
+                          signals_received);
+  af::cli::stall_if_asked(sys);
   return exit_ok;
 }
 
@@ -490,6 +523,15 @@ int main(int argc, char** argv) {
                   "items/s, busy and waiting shares, the bottleneck) as "
                   "JSON to FILE (docs/monitoring.md)");
   add_tls_options(run, rargs.tls);
+  add_shutdown_option(run, rargs.shutdown_timeout_s);
+  run
+    ->add_option("--connect-timeout", rargs.connect_timeout_s,
+                 "Seconds to connect to each node (TCP, TLS and CAF's "
+                 "handshake, tried again while they last when a handshake "
+                 "times out) before the job fails")
+    ->check(CLI::Range(0.1, 3600.0))
+    ->type_name("SECONDS")
+    ->capture_default_str();
 
   std::string vpath;
   bool list_types = false;
@@ -514,6 +556,7 @@ int main(int argc, char** argv) {
                  "Scheduler worker threads (default: the number of cores)")
     ->check(CLI::NonNegativeNumber);
   add_tls_options(node, nargs.tls);
+  add_shutdown_option(node, nargs.shutdown_timeout_s);
 
   std::function<int()> action;
   af::cli::add_convert(app, action);

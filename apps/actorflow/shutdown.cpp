@@ -1,0 +1,72 @@
+#include "apps/actorflow/shutdown.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "runtime/census.hpp"
+#include "runtime/failpoint.hpp"
+
+namespace af::cli {
+namespace {
+
+[[noreturn]] void exit_now(int rc, const std::string& why) {
+  std::fflush(stdout);
+  auto alive = census_alive();
+  std::fprintf(stderr, "actorflow: %s; exiting with %d\n", why.c_str(), rc);
+  if (alive.empty())
+    std::fprintf(stderr, "actorflow: no job actor is left (CAF's own "
+                         "threads were still stopping)\n");
+  for (auto& line : alive)
+    std::fprintf(stderr, "actorflow:   still there: %s\n", line.c_str());
+  spdlog::default_logger()->flush();
+  std::fflush(stderr);
+  std::_Exit(rc);
+}
+
+} // namespace
+
+void bound_shutdown(int rc, std::chrono::milliseconds limit,
+                    const std::atomic<int>& signals) {
+  static std::atomic<bool> armed{false};
+  if (armed.exchange(true))
+    return;
+  auto seen = signals.load();
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  try {
+    std::thread{[rc, limit, seen, deadline, &signals] {
+      for (;;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds{20});
+        if (signals.load() > seen)
+          exit_now(rc, "interrupted while shutting down");
+        if (std::chrono::steady_clock::now() >= deadline)
+          exit_now(rc, fmt::format("shutdown did not finish within {:g} s "
+                                   "(--shutdown-timeout)",
+                                   limit.count() / 1000.0));
+      }
+    }}.detach();
+  } catch (const std::system_error&) {
+    // No thread: the shutdown goes unwatched (it usually finishes).
+  }
+}
+
+void stall_if_asked(caf::actor_system& sys) {
+  if (!failpoint_hit("shutdown.stall"))
+    return;
+  // (An argument: CAF 0.17 trips UBSan on argument-less function actors.)
+  auto a = sys.spawn<caf::detached>(
+    [](caf::event_based_actor* self, int) { self->quit(); }, 0);
+  census_add(a, "failpoint shutdown.stall");
+  // Never released: the actor's object outlives its work.
+  static_cast<void>(new caf::actor(std::move(a)));
+  spdlog::warn("failpoint shutdown.stall: an actor is kept from being "
+               "destroyed; the shutdown cannot finish");
+}
+
+} // namespace af::cli
