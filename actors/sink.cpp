@@ -1,6 +1,10 @@
 #include "actors/sink.hpp"
 
+#include <memory>
+
+#include "actors/record_id_log.hpp"
 #include "runtime/busy_work.hpp"
+#include "runtime/state_io.hpp"
 
 namespace af {
 
@@ -8,12 +12,48 @@ namespace {
 
 class sink : public stage_logic {
 public:
-  explicit sink(int64_t work_ns) : work_ns_(work_ns) {}
+  sink(const stage_info& info, const topology::SinkConfig& cfg)
+    : work_ns_(cfg.work_ns_per_item()) {
+    if (!cfg.record_ids().empty())
+      ids_ = std::make_unique<record_id_log>(
+        cfg.record_ids(),
+        cfg.record_id_field().empty() ? "index" : cfg.record_id_field(),
+        info.replica, info.label());
+  }
 
-  void process(batch&&, emitter&) override { busy_work(work_ns_); }
+  void process(batch&& item, emitter&) override {
+    busy_work(work_ns_);
+    ++items_;
+    if (ids_) {
+      ids_->take(item, scratch_);
+      ids_->write(items_, item.epoch, scratch_);
+    }
+  }
+
+  void finish(emitter&) override {
+    if (ids_)
+      ids_->close();
+  }
+
+  // Only a sink that lists record ids keeps a position (its item count, so
+  // that a resumed job cuts its file at the checkpoint).
+  std::string snapshot() const override {
+    return ids_ ? save_state("sink/1", items_) : std::string{};
+  }
+
+  void restore(const std::string& state) override {
+    if (state.empty())
+      return;
+    load_state(state, "sink/1", items_);
+    if (ids_)
+      ids_->restore(items_);
+  }
 
 private:
   int64_t work_ns_;
+  uint64_t items_ = 0;
+  std::unique_ptr<record_id_log> ids_; // null: record ids not listed
+  std::vector<int64_t> scratch_;
 };
 
 } // namespace
@@ -29,10 +69,13 @@ stage_type sink_type() {
       return "expects a sink { ... } block";
     if (s.sink().work_ns_per_item() < 0)
       return "work_ns_per_item must be >= 0";
+    if (!s.sink().record_ids().empty())
+      return record_id_log::check(s.sink().record_ids(),
+                                  s.has_replicas() ? s.replicas() : 1);
     return {};
   };
-  t.make = [](const stage_info&, const topology::Stage& s) {
-    return std::make_shared<sink>(s.sink().work_ns_per_item());
+  t.make = [](const stage_info& info, const topology::Stage& s) {
+    return std::make_shared<sink>(info, s.sink());
   };
   return t;
 }

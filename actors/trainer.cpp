@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/model_feed.hpp"
+#include "actors/record_id_log.hpp"
 #include "actors/training_spec.hpp"
 #include "runtime/random.hpp"
 #include "runtime/state_io.hpp"
@@ -26,6 +27,8 @@ struct trainer_config {
   int64_t fail_replica = 0;
   bool prefetch = false;
   int64_t histogram_every = 500; // 0: never
+  std::string record_ids;          // empty: off
+  std::string record_id_field = "index";
 };
 
 trainer_config config_of(const topology::Stage& s) {
@@ -42,6 +45,9 @@ trainer_config config_of(const topology::Stage& s) {
     c.prefetch = p.prefetch();
   if (p.has_histogram_every_steps())
     c.histogram_every = p.histogram_every_steps();
+  c.record_ids = p.record_ids();
+  if (!p.record_id_field().empty())
+    c.record_id_field = p.record_id_field();
   return c;
 }
 
@@ -56,6 +62,7 @@ struct slot {
   void* pinned = nullptr;
   size_t pinned_bytes = 0;
   gpu::darray x, labels;
+  std::vector<int64_t> ids; // record ids, when they are listed
   bool full = false;
 };
 
@@ -75,6 +82,10 @@ public:
     // Registered before any data flows, so that the shards count this
     // worker from the first clock on (and notice if it dies early).
     client_->join();
+    if (!cfg_.record_ids.empty())
+      ids_ = std::make_unique<record_id_log>(cfg_.record_ids,
+                                             cfg_.record_id_field,
+                                             info.replica, info.label());
     spdlog::debug("{}: training on {}", info_.label(), dev_->name());
   }
 
@@ -92,6 +103,8 @@ public:
       first_ = now;
     auto& next = slots_[next_];
     to_host(spec_, item, next.host);
+    if (ids_)
+      ids_->take(item, next.ids);
     stage(next);
     // The batch staged before this one is on its way to the device: train
     // on it while this one's copy is queued.
@@ -111,6 +124,8 @@ public:
       step(last, nullptr);
     account(client_->flush());
     client_->leave();
+    if (ids_)
+      ids_->close();
     spdlog::info("{}: {} steps, {} samples, loss {:.4f}, {:.0f} samples/s",
                  info_.label(), steps_, samples_, mean_loss(),
                  samples_per_s());
@@ -146,6 +161,8 @@ public:
   void restore(const std::string& state) override {
     load_state(state, "trainer/1", steps_, samples_, skipped_, epoch_,
                epoch_loss_, epoch_samples_);
+    if (ids_)
+      ids_->restore(steps_);
   }
 
   void metrics(std::vector<metric>& out) const override {
@@ -241,6 +258,9 @@ private:
                      info_.label(), pushed.nonfinite, steps_, skipped_);
       return;
     }
+    // Trained: its gradients are pushed (a skipped step trained nothing).
+    if (ids_)
+      ids_->write(steps_, cur.host.epoch, cur.ids);
     if (cur.host.epoch != epoch_) {
       epoch_ = cur.host.epoch;
       epoch_loss_ = 0;
@@ -311,6 +331,7 @@ private:
   std::unique_ptr<gpu::device> dev_;
   std::unique_ptr<gpu::model> model_;
   std::unique_ptr<ps_client> client_;
+  std::unique_ptr<record_id_log> ids_; // null: record ids not listed
   slot slots_[2];
   int next_ = 0;
   bool prefetched_ = false; // a pull for the next step is outstanding
@@ -340,6 +361,9 @@ std::string check(const topology::Stage& s) {
     return "log_every_steps must be >= 0";
   if (c.histogram_every < 0)
     return "histogram_every_steps must be >= 0 (0: no histograms)";
+  if (!c.record_ids.empty())
+    return record_id_log::check(c.record_ids,
+                                s.has_replicas() ? s.replicas() : 1);
   return {};
 }
 
