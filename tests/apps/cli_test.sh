@@ -165,11 +165,15 @@ PY
     byte=$(od -An -tu1 -j100 -N1 "$tmp/bad.tfrecord" | tr -d ' ')
     printf "\\$(printf %03o $((byte ^ 255)))" | dd of="$tmp/bad.tfrecord" bs=1 seek=100 conv=notrunc 2>/dev/null
     run inspect "$tmp/bad.tfrecord"; expect_rc 1; expect_err "bad.tfrecord: offset 0: corrupt record data"
-    # With on_corrupt: skip, the job goes on and reports what it skipped.
-    printf 'stage { name: "r" type: "tfrecord_source" tfrecord_source { files: "%s" on_corrupt: "skip" } }\nstage { name: "s" type: "sink" input { stage: "r" } }\n' "$tmp/bad.tfrecord" > "$tmp/skip.pbtxt"
+    # With on_corrupt: skip, the job goes on and reports what it skipped:
+    # by the sink's record ids, exactly the corrupt record 0 is left out,
+    # every other record of the file arrives once, under its own number.
+    printf 'stage { name: "r" type: "tfrecord_source" tfrecord_source { files: "%s" on_corrupt: "skip" } }\nstage { name: "s" type: "sink" input { stage: "r" } sink { record_ids: "%s" } }\n' "$tmp/bad.tfrecord" "$tmp/skip-ids.txt" > "$tmp/skip.pbtxt"
     run run "$tmp/skip.pbtxt" --no-progress; expect_rc 0
     expect_out "delivered: 3332 records"
     expect_err "1 corrupt records skipped in all"
+    python3 "$here/record_ids.py" exactly-once --epochs 1 --tfrecords "$tmp/bad.tfrecord" \
+      --skipped 0 "$tmp/skip-ids.txt" || fail "the records delivered are not the file's minus the corrupt one"
     printf 'a,b,c\n1,x,0.5\n2,"y, z",1.5\n' > "$tmp/t.csv"
     run convert csv "$tmp/t.csv" --column a:int64 --column b:string --column c:float --out "$tmp/csv"
     expect_rc 0; expect_out "wrote 2 records to 1 files"
@@ -218,20 +222,29 @@ PY
     ;;
   train_resume)
     # Checkpoints while training; the coordinator is killed (SIGKILL) once
-    # one is written, and `run --resume` finishes the job: every record is
-    # trained on exactly once in all (the trainers' samples, restored from
-    # the checkpoint and counted on, add up to epochs x records), and the
-    # model is as good as an uninterrupted run's.
+    # one is written, and `run --resume` finishes the job. Each trainer
+    # lists the records it trained (record_ids): on resume it cuts its
+    # list at the checkpoint's step, so the lists say which records the
+    # final model was trained on. docs/checkpoints.md promises that no
+    # record is trained twice or skipped: each of the 20000 records exactly
+    # once in each of the 30 epochs, by id. And the model is as good as an
+    # uninterrupted run's (whose lists say the same).
     sed -e 's/epochs: 5/epochs: 30/' \
         -e 's/runtime { seed: 3 }/runtime { seed: 3 metrics_interval_s: 0.05 }/' \
+        -e "s|trainer { log_every_steps: 0 }|trainer { log_every_steps: 0 record_ids: \"$tmp/ids-{replica}.txt\" }|" \
         "$data/train_ctr.pbtxt" >"$tmp/plain.pbtxt"
     grep -q "metrics_interval_s: 0.05" "$tmp/plain.pbtxt" || fail "the topology template changed"
+    grep -q "record_ids: " "$tmp/plain.pbtxt" || fail "the topology template changed (trainer block)"
     { cat "$tmp/plain.pbtxt"
       echo "checkpoint { dir: \"$tmp/ckpt\" every_steps: 300 keep: 2 }"; } >"$tmp/ckpt.pbtxt"
     auc_of() { sed -n "s/^  test (step [0-9]*): loss [0-9.]*, AUC \([0-9.]*\) .*/\1/p" "$1"; }
+    check_ids() { python3 "$here/record_ids.py" exactly-once --by-epoch --epochs 30 --records 20000 \
+      "$tmp"/ids-0.txt "$tmp"/ids-1.txt || fail "the trainers' record ids break the promise ($1)"; }
     run_limited 120 run "$tmp/plain.pbtxt" --no-progress; expect_rc 0
     expect_out "training: [0-9]\+ steps, 600000 samples"
     plain_auc=$(auc_of "$tmp/out")
+    check_ids "uninterrupted run"
+    rm -f "$tmp"/ids-*.txt
     timeout -k 5 120 "$bin" run "$tmp/ckpt.pbtxt" --no-progress >"$tmp/out1" 2>"$tmp/err1" </dev/null &
     job=$!
     for _ in $(seq 3000); do
@@ -243,11 +256,20 @@ PY
     kill -KILL "$job" 2>/dev/null
     wait "$job" 2>/dev/null
     grep -q "finished" "$tmp/out1" && fail "the job finished before it was killed: make it longer"
+    killed_lines=$(cat "$tmp"/ids-*.txt | wc -l)
     run_limited 120 run "$tmp/ckpt.pbtxt" --no-progress --resume; expect_rc 0
     expect_err "resuming from $tmp/ckpt/ckpt-[0-9]\{20\} (step [0-9]\+)"
     expect_out "resumed from $tmp/ckpt/ckpt-"
     expect_out "training: [0-9]\+ steps, 600000 samples"
     expect_out "checkpoints written: [0-9]\+"
+    # Each trainer cut its list at the checkpoint (what it trained after
+    # the checkpoint was lost with the killed process and came again).
+    for r in 0 1; do
+      expect_err "train\[$r\]: record ids: $tmp/ids-$r.txt keeps the [0-9]\+ records of steps up to [0-9]\+ (the checkpoint's)"
+    done
+    echo "the killed run had listed $killed_lines records; on resume:"
+    grep -o 'train\[[01]\]: record ids: .*' "$tmp/err"
+    check_ids "killed and resumed"
     resumed_auc=$(auc_of "$tmp/out")
     awk -v a="$plain_auc" -v b="$resumed_auc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0.8 && d <= 0.01) }' \
       || fail "AUC after resume $resumed_auc, uninterrupted $plain_auc: not within 0.01"
