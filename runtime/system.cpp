@@ -120,7 +120,12 @@ std::string snapshot(const std::string& path) {
     }
     done += static_cast<size_t>(n);
   }
-  return "/proc/self/fd/" + std::to_string(fd);
+  auto copy = "/proc/self/fd/" + std::to_string(fd);
+  if (::access(copy.c_str(), R_OK) != 0) { // no /proc
+    ::close(fd);
+    return path;
+  }
+  return copy;
 }
 
 } // namespace
