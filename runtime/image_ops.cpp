@@ -66,10 +66,18 @@ axis_map map_axis(double start, double length, int out, int limit,
   m.hi.resize(out);
   m.frac.resize(out);
   double scale = length / out;
+  // Sample inside the window only, as cropping first and then resizing
+  // does (tf.image, PIL, torchvision): between the centres of its first and
+  // last pixels. Clamping to the whole image instead blends pixels from
+  // outside the window into the border rows and columns when the window is
+  // enlarged (found by tests/interop/image_ops.py).
+  double first = std::clamp(start, 0.0, static_cast<double>(limit - 1));
+  double last = std::clamp(start + length - 1, first,
+                           static_cast<double>(limit - 1));
   for (int i = 0; i < out; ++i) {
     int o = flip ? out - 1 - i : i;
     double s = start + (o + 0.5) * scale - 0.5;
-    s = std::clamp(s, 0.0, static_cast<double>(limit - 1));
+    s = std::clamp(s, first, last);
     int lo = static_cast<int>(s);
     m.lo[i] = lo;
     m.hi[i] = std::min(lo + 1, limit - 1);

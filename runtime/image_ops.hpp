@@ -33,8 +33,9 @@ crop_box center_crop(int width, int height, int out_width, int out_height,
 crop_box full_image(int width, int height);
 
 /// Bilinear resample of `box` of `src` to out_width x out_height (pixel
-/// centers at +0.5, as TF's half_pixel_centers and PIL), mirrored if
-/// `flip`. Writes u8 pixels.
+/// centers at +0.5, as TF's half_pixel_centers and PIL; samples inside
+/// `box` only, as cropping and then resizing), mirrored if `flip`. Writes
+/// u8 pixels, rounded half up.
 void resample_u8(const image& src, const crop_box& box, int out_width,
                  int out_height, bool flip, uint8_t* dst);
 
