@@ -1,6 +1,8 @@
 #include "runtime/idx.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <zlib.h>
@@ -35,8 +37,9 @@ bool idx_reader::open(const std::string& path) {
     return false;
   }
   if (head[2] != 0x08) {
-    error_ = path + ": offset 2: IDX type 0x"
-             + std::to_string(static_cast<int>(head[2]))
+    char type[8];
+    std::snprintf(type, sizeof type, "0x%02X", head[2]);
+    error_ = path + ": offset 2: IDX type " + type
              + " is not supported (only 0x08, unsigned bytes)";
     return false;
   }
@@ -56,6 +59,16 @@ bool idx_reader::open(const std::string& path) {
     int64_t dim = (int64_t{d[0]} << 24) | (int64_t{d[1]} << 16)
                   | (int64_t{d[2]} << 8) | int64_t{d[3]};
     dims_.push_back(dim);
+    if (i > 0 && dim > 0 && row_bytes_ > max_idx_row_bytes / dim) {
+      // Checked as the header is read: the product cannot overflow.
+      error_ = path + ": offset " + std::to_string(4 + 4 * i)
+               + ": an IDX row of more than "
+               + std::to_string(max_idx_row_bytes)
+               + " bytes (dimensions 1.." + std::to_string(i)
+               + " of the header) is not supported";
+      dims_.clear();
+      return false;
+    }
     if (i > 0)
       row_bytes_ *= dim;
   }
@@ -80,15 +93,31 @@ bool idx_reader::seek(int64_t row) {
 }
 
 bool idx_reader::read(int64_t n, tensor& out) {
-  auto k = std::min(n, rows() - position_);
+  auto k = std::max<int64_t>(0, std::min(n, rows() - position_));
   auto shape = row_shape();
   shape.insert(shape.begin(), k);
-  out = tensor::allocate(dtype::u8, shape);
   auto bytes = static_cast<size_t>(k * row_bytes_);
+  // Up to this much is read straight into the tensor; more (a header
+  // may promise rows of any size) is read into a buffer that at most
+  // doubles per step, so that memory is only taken for bytes the file
+  // really has, and then copied.
+  constexpr size_t direct = size_t{1} << 20;
+  std::vector<unsigned char> staged;
+  if (bytes <= direct)
+    out = tensor::allocate(dtype::u8, shape);
   size_t done = 0;
   while (done < bytes) {
-    auto want = static_cast<unsigned>(std::min<size_t>(bytes - done, 1u << 30));
-    int got = gzread(impl_->gz, out.mutable_data() + done, want);
+    unsigned char* to = nullptr;
+    size_t room = bytes - done;
+    if (bytes <= direct) {
+      to = out.mutable_data_as<unsigned char>() + done;
+    } else {
+      room = std::min(room, std::max(direct, done));
+      staged.resize(done + room);
+      to = staged.data() + done;
+    }
+    auto want = static_cast<unsigned>(std::min<size_t>(room, 1u << 30));
+    int got = gzread(impl_->gz, to, want);
     if (got <= 0) {
       auto header = 4 + 4 * static_cast<int64_t>(dims_.size());
       error_ = path_ + ": offset "
@@ -96,9 +125,14 @@ bool idx_reader::read(int64_t n, tensor& out) {
                                 + static_cast<int64_t>(done))
                + ": file ends before its " + std::to_string(rows())
                + " rows (header) are complete";
+      out = tensor{};
       return false;
     }
     done += static_cast<size_t>(got);
+  }
+  if (bytes > direct) {
+    out = tensor::allocate(dtype::u8, shape);
+    std::memcpy(out.mutable_data(), staged.data(), bytes);
   }
   position_ += k;
   return true;

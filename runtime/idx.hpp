@@ -19,6 +19,10 @@
 
 namespace af {
 
+/// Larger rows (the product of dims[1..]) are refused by open(): a
+/// header can promise any size, the file may not back it.
+constexpr int64_t max_idx_row_bytes = int64_t{1} << 30;
+
 class idx_reader {
 public:
   idx_reader();
@@ -27,7 +31,8 @@ public:
   idx_reader& operator=(const idx_reader&) = delete;
 
   /// Opens `path` (plain or gzip) and reads its header. False with error()
-  /// on a missing file, a bad magic or an unsupported type.
+  /// (naming the file and offset) on a missing file, a bad magic, an
+  /// unsupported type, a header cut short or rows over max_idx_row_bytes.
   bool open(const std::string& path);
   /// dims[0]: the number of rows (images or labels).
   int64_t rows() const noexcept { return dims_.empty() ? 0 : dims_[0]; }
@@ -38,8 +43,8 @@ public:
   /// Skips to row `row` (for restarts).
   bool seek(int64_t row);
   /// Reads up to `n` rows as a u8 tensor [k, row_shape...] (k = 0 at the
-  /// end). Returns false with error() if the file is shorter than its
-  /// header says.
+  /// end or for n <= 0). Returns false with error() if the file is shorter
+  /// than its header says; memory is taken only as the file's bytes come.
   bool read(int64_t n, tensor& out);
   const std::string& error() const noexcept { return error_; }
 
