@@ -43,9 +43,37 @@ public:
 
   void restore(const std::string& state) override {
     std::vector<batch> pending;
-    load_state(state, "batcher/1", pending, pending_records_, offset_, seq_,
-               epoch_);
+    int64_t records = 0, offset = 0;
+    uint64_t seq = 0, epoch = 0;
+    load_state(state, "batcher/1", pending, records, offset, seq, epoch);
+    // The counts must describe the batches held (a state that decodes but
+    // does not add up would make take() read past them).
+    int64_t held = 0;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      try {
+        check_rows(pending[i]);
+      } catch (const std::runtime_error& e) {
+        throw std::invalid_argument("a damaged batcher/1 state: pending item "
+                                    + std::to_string(i) + ": " + e.what());
+      }
+      if (pending[i].records() <= 0)
+        throw std::invalid_argument("a damaged batcher/1 state: pending item "
+                                    + std::to_string(i) + " has no records");
+      held += pending[i].records();
+    }
+    if (offset < 0 || (pending.empty() ? offset != 0
+                                       : offset >= pending.front().records())
+        || records != held - offset)
+      throw std::invalid_argument(
+        "a damaged batcher/1 state: " + std::to_string(records)
+        + " pending records at offset " + std::to_string(offset) + " of "
+        + std::to_string(pending.size()) + " items holding "
+        + std::to_string(held));
     pending_.assign(pending.begin(), pending.end());
+    pending_records_ = records;
+    offset_ = offset;
+    seq_ = seq;
+    epoch_ = epoch;
   }
 
 private:

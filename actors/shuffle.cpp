@@ -54,6 +54,15 @@ public:
     uint64_t rng = 0;
     load_state(state, "shuffle/1", buffered, picked, rng, started_, epoch_,
                seq_);
+    // Every field must have the item's rows (the draws index them).
+    for (auto* b : {&buffered, &picked}) {
+      try {
+        check_rows(*b);
+      } catch (const std::runtime_error& e) {
+        throw std::invalid_argument(std::string{"a damaged shuffle/1 state: "}
+                                    + e.what());
+      }
+    }
     rng_ = record_rng{rng};
     held_.clear();
     buffer_.clear();

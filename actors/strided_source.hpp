@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "runtime/stage.hpp"
@@ -74,7 +76,24 @@ public:
   }
 
   void restore(const std::string& state) final {
-    load_state(state, "strided/1", next_, epoch_, seq_);
+    int64_t next = 0;
+    uint64_t epoch = 0, seq = 0;
+    load_state(state, "strided/1", next, epoch, seq);
+    // next is this replica's next record: replica + k * replicas, at most
+    // one stride past the end (emit() moves it past the last record).
+    auto stride = static_cast<int64_t>(info_.replicas);
+    auto r = static_cast<int64_t>(info_.replica);
+    if (next < r || (next - r) % stride != 0 || next - stride >= records_
+        || epoch > static_cast<uint64_t>(epochs_))
+      throw std::invalid_argument(
+        "a damaged strided/1 state: record " + std::to_string(next)
+        + " of epoch " + std::to_string(epoch) + " for replica "
+        + std::to_string(r) + " of " + std::to_string(stride) + " ("
+        + std::to_string(records_) + " records, "
+        + std::to_string(epochs_) + " epochs)");
+    next_ = next;
+    epoch_ = epoch;
+    seq_ = seq;
   }
 
 protected:
