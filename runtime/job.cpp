@@ -27,6 +27,7 @@
 #include "runtime/census.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/credit.hpp"
+#include "runtime/job_part.hpp"
 #include "runtime/node.hpp"
 #include "runtime/ps.hpp"
 #include "runtime/stream.hpp"
@@ -66,69 +67,6 @@ struct replica_entry {
   bool failed = false;
   bool cut = false; // takes part in checkpoints (not replayed on resume)
 };
-
-// The job's own part of a checkpoint, "job": text, one item per line.
-//
-//   actorflow-job 1
-//   topology <name>
-//   step <global step>       the trainers' steps summed over replicas
-//   replica <label> live <steps>    one per replica of the cut: its state
-//   replica <label> ended <steps>   is the part <label>; or it had ended;
-//   replica <label> lost            or it was lost before the cut (a
-//                                   trainer that failed: a resumed job
-//                                   starts it afresh)
-struct job_part {
-  std::string topology;
-  uint64_t step = 0;
-  std::map<std::string, bool> ended; // label -> ended (live, if false)
-  std::map<std::string, uint64_t> steps;
-  std::set<std::string> lost;
-};
-
-std::string format_job_part(const job_part& p) {
-  std::string s = "actorflow-job 1\ntopology " + p.topology + "\nstep "
-                  + std::to_string(p.step) + "\n";
-  for (auto& [label, ended] : p.ended) {
-    auto it = p.steps.find(label);
-    s += "replica " + label + (ended ? " ended " : " live ")
-         + std::to_string(it == p.steps.end() ? 0 : it->second) + "\n";
-  }
-  for (auto& label : p.lost)
-    s += "replica " + label + " lost\n";
-  return s;
-}
-
-job_part parse_job_part(const std::string& text, const std::string& where) {
-  job_part p;
-  std::istringstream in{text};
-  std::string line, magic;
-  auto bad = [&](const std::string& why) {
-    return std::runtime_error(where + ": the job part is damaged: " + why);
-  };
-  if (!std::getline(in, line) || line != "actorflow-job 1")
-    throw bad("it does not start with 'actorflow-job 1'");
-  while (std::getline(in, line)) {
-    std::istringstream words{line};
-    std::string key, a, b;
-    words >> key;
-    if (key == "topology") {
-      p.topology = line.size() > 9 ? line.substr(9) : std::string{};
-    } else if (key == "step" && (words >> p.step)) {
-    } else if (key == "replica" && (words >> a >> b)) {
-      uint64_t steps = 0;
-      if (b == "lost")
-        p.lost.insert(a);
-      else if ((b == "live" || b == "ended") && (words >> steps)) {
-        p.ended[a] = b == "ended";
-        p.steps[a] = steps;
-      } else
-        throw bad("line '" + line + "'");
-    } else {
-      throw bad("line '" + line + "'");
-    }
-  }
-  return p;
-}
 
 // What the coordinator needs to take checkpoints (topology.checkpoint).
 struct ckpt_settings {

@@ -10,9 +10,10 @@
 // stream without a crash, an exception other than a located error, UB or
 // a runaway loop.
 //
-// (The parameter-server shards' parts have their own target,
-// fuzz_ps_snapshot; the coordinator's "job" part is parsed inside
-// runtime/job.cpp and has none yet.)
+// Each input is also read as the coordinator's "job" part
+// (runtime/job_part.hpp): a std::runtime_error naming the part, or a
+// job_part that writes back to text that reads back the same. (The
+// parameter-server shards' parts have their own target, fuzz_ps_snapshot.)
 //
 // AF_FUZZ_WRITE_SEEDS=DIR: writes real stage parts of those stages, made
 // by their snapshot() after some items, to DIR and exits
@@ -21,9 +22,11 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "actors/builtin.hpp"
+#include "runtime/job_part.hpp"
 #include "runtime/registry.hpp"
 #include "runtime/state_io.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
@@ -142,7 +145,31 @@ void restore_and_run(const stage_case& c, const std::string& state) {
   }
 }
 
+void check_job_part(const std::string& bytes) {
+  af::job_part p;
+  try {
+    p = af::parse_job_part(bytes, "ckpt/job.part");
+  } catch (const std::runtime_error& e) {
+    if (std::string_view{e.what()}.substr(0, 14) != "ckpt/job.part:")
+      __builtin_trap(); // the error names the part
+    return;
+  }
+  auto text = af::format_job_part(p);
+  auto again = af::parse_job_part(text, "again"); // must not throw
+  if (af::format_job_part(again) != text || again.topology != p.topology
+      || again.step != p.step || again.ended != p.ended
+      || again.steps != p.steps || again.lost != p.lost)
+    __builtin_trap();
+}
+
 void write_seeds(const std::string& dir) {
+  af::job_part job;
+  job.topology = "ctr_embedding";
+  job.step = 1200;
+  job.ended = {{"read[0]", true}, {"train[0]", false}, {"train[1]", false}};
+  job.steps = {{"read[0]", 0}, {"train[0]", 610}, {"train[1]", 590}};
+  job.lost = {"train[2]"};
+  af::fuzz::write_file(dir + "/job", af::format_job_part(job));
   for (auto& c : cases()) {
     auto logic = make(c);
     counting_emitter out;
@@ -175,6 +202,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes{reinterpret_cast<const char*>(data), size};
+  check_job_part(bytes);
   // The replica's wrapper; its logic state goes on to the logics.
   std::string inner;
   try {
