@@ -79,11 +79,12 @@ public:
     int64_t next = 0;
     uint64_t epoch = 0, seq = 0;
     load_state(state, "strided/1", next, epoch, seq);
-    // next is this replica's next record: replica + k * replicas, at most
-    // one stride past the end (emit() moves it past the last record).
+    // next is this replica's next record: from the replica's index on, at
+    // most one stride past the end (emit() moves it past the last record;
+    // take_over() after the end sets it to records_).
     auto stride = static_cast<int64_t>(info_.replicas);
     auto r = static_cast<int64_t>(info_.replica);
-    if (next < r || (next - r) % stride != 0 || next - stride >= records_
+    if (next < r || next - stride >= records_
         || epoch > static_cast<uint64_t>(epochs_))
       throw std::invalid_argument(
         "a damaged strided/1 state: record " + std::to_string(next)
