@@ -14,6 +14,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "runtime/census.hpp"
 #include "runtime/failpoint.hpp"
 
 namespace af {
@@ -521,6 +522,8 @@ struct ps_client::impl {
        const training_spec& sp, uint32_t w, caf::actor c)
     : sys(s), shards(std::move(sh)), spec(sp), worker(w),
       coordinator(std::move(c)), self(s) {
+    census_add(caf::actor_cast<caf::actor>(self),
+               "PS client of worker " + std::to_string(worker));
     read_version.assign(shards.size(), 0);
     down.assign(shards.size(), false);
     gone.assign(shards.size(), false);

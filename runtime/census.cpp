@@ -1,6 +1,7 @@
 #include "runtime/census.hpp"
 
 #include <algorithm>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 
@@ -27,6 +28,9 @@ struct entry {
 struct roll {
   std::mutex mtx;
   std::vector<entry> entries;
+  // Notified whenever a recorded actor has exited.
+  std::mutex exits_mtx;
+  std::condition_variable exits;
 };
 
 roll& the_roll() {
@@ -61,11 +65,17 @@ void census_add(const caf::actor& a, std::string label) {
     r.entries.push_back(
       {caf::actor_cast<caf::weak_actor_ptr>(a), std::move(label), note});
   }
-  // Runs at once if `a` has already exited.
-  a->attach_functor([note](const caf::error& reason) {
-    std::lock_guard<std::mutex> guard{note->mtx};
-    note->exited = true;
-    note->reason = caf::to_string(reason);
+  // Runs at once if `a` has already exited; else after the exit functions
+  // attached later (CAF runs the newest first), monitors' down messages
+  // among them.
+  a->attach_functor([note, &r](const caf::error& reason) {
+    {
+      std::lock_guard<std::mutex> guard{note->mtx};
+      note->exited = true;
+      note->reason = caf::to_string(reason);
+    }
+    std::lock_guard<std::mutex> guard{r.exits_mtx};
+    r.exits.notify_all();
   });
 }
 
@@ -86,6 +96,36 @@ std::vector<std::string> census_alive() {
     out.push_back(std::move(line));
   }
   return out;
+}
+
+std::vector<std::string>
+census_await_exits(std::chrono::steady_clock::time_point deadline) {
+  auto& r = the_roll();
+  auto pending = [&r] {
+    std::vector<std::string> out;
+    std::lock_guard<std::mutex> guard{r.mtx};
+    for (auto& e : r.entries) {
+      if (!object_exists(e.addr))
+        continue;
+      std::lock_guard<std::mutex> note_guard{e.note->mtx};
+      if (!e.note->exited)
+        out.push_back(e.label);
+    }
+    return out;
+  };
+  std::unique_lock<std::mutex> guard{r.exits_mtx};
+  for (;;) {
+    guard.unlock();
+    auto left = pending();
+    guard.lock();
+    if (left.empty() || std::chrono::steady_clock::now() >= deadline)
+      return left;
+    // Also wakes now and then: an actor whose object goes away without
+    // exiting (never spawned) does not notify.
+    r.exits.wait_until(guard, std::min(deadline,
+                                       std::chrono::steady_clock::now()
+                                         + std::chrono::milliseconds{50}));
+  }
 }
 
 } // namespace af

@@ -7,6 +7,7 @@
 // whether they had already exited (then something still holds them).
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,18 @@ void census_add(const caf::actor& a, std::string label);
 /// safe to call while the actor system shuts down. Does not throw except
 /// std::bad_alloc.
 std::vector<std::string> census_alive();
+
+/// Waits until every recorded actor whose object still exists has exited,
+/// or until `deadline`; returns the labels of those that have not. An
+/// actor counts as exited once its exit functions ran, which sends its
+/// down messages: call this before the actor system is destroyed, so that
+/// they reach their receivers while the system still runs. (CAF 0.17's
+/// middleman does not drain its BASP broker's mailbox once it stopped: a
+/// down message that an exiting actor sends it then, because a remote
+/// node monitors that actor, stays there, and with it the last reference
+/// to the actor; for a detached actor ~actor_system() then waits for
+/// good.) Thread-safe; does not throw except std::bad_alloc.
+std::vector<std::string>
+census_await_exits(std::chrono::steady_clock::time_point deadline);
 
 } // namespace af

@@ -200,6 +200,7 @@ int cmd_run(const run_args& args, const af::registry& reg) {
   // Failures before the summary: their shutdown is bounded from here.
   af::cli::bound_shutdown(rc, shutdown_limit(args.shutdown_timeout_s),
                           signals_received);
+  af::cli::await_exits(shutdown_limit(args.shutdown_timeout_s));
   return rc;
 }
 
@@ -460,6 +461,7 @@ int cmd_node(const node_args& args, const af::registry& reg) {
   caf::anon_send_exit(spawner, caf::exit_reason::user_shutdown);
   af::cli::bound_shutdown(exit_ok, shutdown_limit(args.shutdown_timeout_s),
                           signals_received);
+  af::cli::await_exits(shutdown_limit(args.shutdown_timeout_s));
   af::cli::stall_if_asked(sys);
   return exit_ok;
 }

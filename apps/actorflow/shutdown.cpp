@@ -56,6 +56,17 @@ void bound_shutdown(int rc, std::chrono::milliseconds limit,
   }
 }
 
+void await_exits(std::chrono::milliseconds limit) {
+  try {
+    auto left =
+      census_await_exits(std::chrono::steady_clock::now() + limit / 2);
+    for (auto& label : left)
+      spdlog::warn("shutdown: {} has not exited yet", label);
+  } catch (const std::bad_alloc&) {
+    // Nothing to wait with: the bound still ends the process.
+  }
+}
+
 void stall_if_asked(caf::actor_system& sys) {
   if (!failpoint_hit("shutdown.stall"))
     return;

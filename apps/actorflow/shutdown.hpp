@@ -22,6 +22,13 @@ namespace af::cli {
 void bound_shutdown(int rc, std::chrono::milliseconds limit,
                     const std::atomic<int>& signals);
 
+/// Waits (at most half of `limit`) until every actor of the census
+/// (runtime/census.hpp) has exited, so that their last messages, down
+/// messages to other nodes included, leave while the actor system still
+/// runs; call it right before the actor system is destroyed. Logs the
+/// actors that have not exited by then. Does not throw.
+void await_exits(std::chrono::milliseconds limit);
+
 /// The failpoint shutdown.stall (runtime/failpoint.hpp), for tests of the
 /// bound: when AF_FAILPOINT asks for it, leaves a detached actor of `sys`
 /// with a strong reference that is never released, as the bug that hung

@@ -115,6 +115,8 @@ restart_w2() {
     alive "${watcher[w2]}" && kill -KILL "${node_pid[w2]}"
     wait "${watcher[w2]}" 2>/dev/null
     mv "$tmp/node-w2.err" "$tmp/node-w2.err.$run"
+    # (start_node reads the port and pid from these: not the old node's)
+    rm -f "$tmp/node-w2.out" "$tmp/node-w2.pid"
     local keep=()
     for n in "${nodes[@]}"; do [ "$n" = w2 ] || keep+=("$n"); done
     nodes=("${keep[@]}")
@@ -146,7 +148,8 @@ case "$case_name" in
     # lost replica, and the process gone within the bound after its
     # summary, without the bound's help (no "shutdown did not finish").
     runs=${SHUTDOWN_RUNS:-24}
-    moments=(started before during after mid final_eval)
+    # (SHUTDOWN_MOMENTS="final_eval ..." picks some, to chase one.)
+    read -r -a moments <<<"${SHUTDOWN_MOMENTS:-started before during after mid final_eval}"
     start_node w1
     run=0
     restart_w2
