@@ -39,6 +39,11 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 # AF_BUILD_LOCK=FILE: build under flock FILE (others build in the same tree).
 ${AF_BUILD_LOCK:+flock "$AF_BUILD_LOCK"} cmake --build "$root/build/release" --target actorflow input_plain_loop >&2
+# Copies, so that every round runs the same binaries even when the tree is
+# rebuilt during the benchmark.
+mkdir "$work/bin"
+cp "$bin/actorflow" "$bin/input_plain_loop" "$work/bin/"
+bin=$work/bin
 
 # The images, and the same bytes as TFRecord shards (rewritten when the
 # folder is newer than them).

@@ -30,6 +30,10 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 # AF_BUILD_LOCK=FILE: build under flock FILE (others build in the same tree).
 ${AF_BUILD_LOCK:+flock "$AF_BUILD_LOCK"} cmake --build "$root/build/release" --target actorflow >&2
+# A copy, so that every round runs the same binary even when the tree is
+# rebuilt during the benchmark.
+cp "$bin" "$work/actorflow"
+bin=$work/actorflow
 data=$(dirname "$(dpkg -L dataset-fashion-mnist | grep train-images-idx3)")
 
 # ActorFlow: "T TAU" -> "samples/s seconds-to-target final-accuracy".

@@ -37,10 +37,11 @@ if __name__ == "__main__":
     # Debian's torch does its matrix products in OpenBLAS
     # (libopenblas0-pthread), whose own thread pool torch.set_num_threads
     # does not size: left alone it starts a thread per core in every
-    # process, which spin against each other (measured on 2 busy cores: 1
-    # process trained 3.4x faster with OPENBLAS_NUM_THREADS=1). It reads the
-    # variable when it loads, so set it before torch is imported; spawned
-    # Hogwild processes inherit it.
+    # process, so "1 thread" would use both cores and 2 Hogwild processes
+    # would run 4 threads on 2 cores (docs/benchmarks.md has a paired check).
+    # OpenBLAS reads the variable when it loads, so set it before torch is
+    # imported; spawned Hogwild processes inherit it. A value already in the
+    # environment wins.
     _pre = argparse.ArgumentParser(add_help=False)
     _pre.add_argument("--threads", type=int, default=1)
     _threads = str(max(1, _pre.parse_known_args()[0].threads))
