@@ -34,17 +34,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# topology TEMPLATE PORT...: data/TEMPLATE.pbtxt.in with @P1@, @P2@, ...
-# replaced; sets topo to the path of the result.
-topology() {
-  local template=$1 i=1 p args=()
-  shift
-  for p in "$@"; do args+=(-e "s/@P$i@/$p/g"); i=$((i + 1)); done
-  sed "${args[@]}" "$data/$template.pbtxt.in" >"$tmp/$template.pbtxt"
-  grep -q '@P[0-9]@' "$tmp/$template.pbtxt" && fail "$template: a port is not filled in"
-  topo=$tmp/$template.pbtxt
-}
-
 # run_limited SECONDS ARGS...: the CLI with a time limit (a hang shows as
 # exit code 124 or 137).
 run_limited() { local limit=$1; shift
@@ -55,12 +44,8 @@ run_limited() { local limit=$1; shift
 # No sanitizer report from the run nor from any node; the nodes stop
 # cleanly (exit 0) on SIGTERM. Nodes in "$@" were killed on purpose.
 expect_clean_end() {
-  local n f
-  for f in "$tmp"/err "$tmp"/node-*.err; do
-    [ -e "$f" ] || continue
-    ! grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$f" \
-      || fail "sanitizer report in $(basename "$f")"
-  done
+  local n
+  no_sanitizer_reports
   local started=("${nodes[@]}")
   stop_nodes 10
   for n in "${started[@]}"; do

@@ -1,7 +1,9 @@
 # Starting and stopping `actorflow node` processes for the multi-process
-# tests (multihost_test.sh, tls_test.sh), and their shared assertions.
-# The sourcing script sets `bin` (the actorflow binary) and `tmp` (a fresh
-# directory), and installs an EXIT trap that calls stop_nodes. Every node
+# tests (multihost_test.sh, tls_test.sh, netns_test.sh,
+# resilience_test.sh), and their shared assertions and topology templates.
+# The sourcing script sets `bin` (the actorflow binary), `tmp` (a fresh
+# directory) and `data` (the templates' folder), and installs an EXIT trap
+# that calls stop_nodes. Every node
 # runs under timeout(1) as a watchdog (NODE_WATCHDOG_S, default 170 s);
 # stop_nodes stops exactly the nodes started here: SIGTERM, then SIGKILL
 # after a grace period, then wait.
@@ -186,4 +188,25 @@ start_node() {
   port[$name]=${BASH_REMATCH[2]}
   [ "${port[$name]}" -gt 0 ] || fail "node $name listens on port 0"
   node_pid[$name]=$(cat "$tmp/node-$name.pid")
+}
+
+# topology TEMPLATE PORT...: data/TEMPLATE.pbtxt.in with @P1@, @P2@, ...
+# replaced; sets topo to the path of the result.
+topology() {
+  local template=$1 i=1 p args=()
+  shift
+  for p in "$@"; do args+=(-e "s/@P$i@/$p/g"); i=$((i + 1)); done
+  sed "${args[@]}" "$data/$template.pbtxt.in" >"$tmp/$template.pbtxt"
+  grep -q '@P[0-9]@' "$tmp/$template.pbtxt" && fail "$template: a port is not filled in"
+  topo=$tmp/$template.pbtxt
+}
+
+# No sanitizer report in the run's or any node's stderr.
+no_sanitizer_reports() {
+  local f
+  for f in "$tmp"/err "$tmp"/node-*.err; do
+    [ -e "$f" ] || continue
+    ! grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$f" \
+      || fail "sanitizer report in $(basename "$f")"
+  done
 }

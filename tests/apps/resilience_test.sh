@@ -32,16 +32,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# topology TEMPLATE PORT...: data/TEMPLATE.pbtxt.in with @P1@, @P2@, ...
-# filled in; sets topo.
-topology() {
-  local template=$1 i=1 p args=()
-  shift
-  for p in "$@"; do args+=(-e "s/@P$i@/$p/g"); i=$((i + 1)); done
-  sed "${args[@]}" "$data/$template.pbtxt.in" >"$tmp/$template.pbtxt"
-  topo=$tmp/$template.pbtxt
-}
-
 now() { date +%s.%N; }
 # elapsed T0 [T1]: seconds from T0 to T1 (default now), to 0.01 s.
 elapsed() { awk -v s="$1" -v e="${2:-$(now)}" 'BEGIN { printf "%.2f", e - s }'; }
@@ -95,15 +85,6 @@ finish_job() {
   wait "$job"; rc=$?; job=
   le "$(elapsed "$t_summary" "$t_exit")" "$((bound + 1))" \
     || fail "the process exited $(elapsed "$t_summary" "$t_exit") s after its summary (bound $bound s)"
-}
-
-no_sanitizer_report() {
-  local f
-  for f in "$tmp"/err "$tmp"/node-*.err; do
-    [ -e "$f" ] || continue
-    ! grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$f" \
-      || fail "sanitizer report in $(basename "$f")"
-  done
 }
 
 # restart_w2 [ENV...]: (re)starts node w2, with the environment ENV
@@ -193,7 +174,7 @@ case "$case_name" in
       grep -q "^  test (step [0-9]\+): loss [0-9.]\+, AUC 0\.[0-9]\+" "$tmp/out" \
         || fail "run $run ($moment): no test AUC in the summary"
       echo "run $run ($moment): exit 0, $(elapsed "$t_kill" "$t_summary") s from the kill to the summary, $(elapsed "$t_summary" "$t_exit") s from the summary to the exit, $lost replica lost"
-      no_sanitizer_report
+      no_sanitizer_reports
       # w1 ends the job's actors before the next run.
       for ((i = 0; i < 150; ++i)); do
         [ "$(tail -n +$((lines + 1)) "$tmp/node-w1.err" | grep -c 'node: job ended')" -ge 1 ] && break
@@ -253,7 +234,7 @@ case "$case_name" in
     grep -q "still there: failpoint shutdown.stall" "$tmp/node-w1.err" \
       || fail "the node did not name the actor still there"
     echo "node with a stalled shutdown: exit 0 after $(elapsed "$t_sig") s (bound 2 s)"
-    no_sanitizer_report
+    no_sanitizer_reports
     ;;
   garbage_then_jobs)
     # As in issue 15: 3 x 64 KiB of random bytes, each on its own
@@ -301,7 +282,7 @@ PY
       retries=$(grep -c "no CAF handshake on attempt" "$tmp/err")
       echo "round $r (seed $((base + r))): job ok in $(elapsed "$t_start" "$t_exit") s, $retries handshake retries"
     done
-    no_sanitizer_report
+    no_sanitizer_reports
     ;;
   handshake_retry)
     # A first connection that is accepted and never answered (a relay in
@@ -358,7 +339,7 @@ PY
     grep -q "delivered: 20000 records" "$tmp/out" || fail "not all 20000 records delivered"
     grep "no CAF handshake" "$tmp/err"
     echo "first handshake never answered: retried, job ok in $(elapsed "$t_start" "$t_exit") s"
-    no_sanitizer_report
+    no_sanitizer_reports
     ;;
   *)
     echo "unknown case '$case_name'"

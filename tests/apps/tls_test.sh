@@ -136,15 +136,6 @@ run_ctr_ok() {
   expect_out "^  test (step [0-9]\+): loss [0-9.]\+, AUC 0\.[0-9]\+"
 }
 
-no_sanitizer_reports() {
-  local f
-  for f in "$tmp"/err "$tmp"/node-*.err; do
-    [ -e "$f" ] || continue
-    ! grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$f" \
-      || fail "sanitizer report in $(basename "$f")"
-  done
-}
-
 # Every node still running, then stopped cleanly by SIGTERM.
 expect_clean_end() {
   local n started=("${nodes[@]}")
