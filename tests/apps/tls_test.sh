@@ -136,6 +136,26 @@ run_ctr_ok() {
   expect_out "^  test (step [0-9]\+): loss [0-9.]\+, AUC 0\.[0-9]\+"
 }
 
+# expect_files_refused node|run CERT KEY MESSAGE: `actorflow node` (or
+# `run` of a CTR job) with these TLS files stops at once (exit 2, within
+# 15 s) with MESSAGE on stderr, and neither listens nor runs the job.
+expect_files_refused() {
+  local cmd=$1 cert=$2 key=$3 message=$4
+  ctr_topology 1
+  if [ "$cmd" = node ]; then
+    run_quick 15 node --listen 127.0.0.1:0 --tls-cert "$cert" \
+      --tls-key "$key" --tls-ca "$pki/ca.pem"
+  else
+    run_quick 15 run "$topo" --no-progress --tls-cert "$cert" \
+      --tls-key "$key" --tls-ca "$pki/ca.pem"
+  fi
+  expect_rc 2
+  expect_err "$message"
+  ! grep -q 'listening on' "$tmp/out" || fail "the node listened"
+  ! grep -q "job 'tls-ctr'" "$tmp/out" || fail "the job ran"
+  cat "$tmp/err"
+}
+
 # Every node still running, then stopped cleanly by SIGTERM.
 expect_clean_end() {
   local n started=("${nodes[@]}")
@@ -277,19 +297,10 @@ s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); time.sleep(60)' \
     # The encrypted keys are the right ones: openssl decrypts them.
     openssl pkey -in "$pki/node-enc.key" -passin pass:secret -noout \
       || fail "openssl cannot read node-enc.key with its passphrase"
-    ctr_topology 1
-    run_quick 15 node --listen 127.0.0.1:0 --tls-cert "$pki/node.pem" \
-      --tls-key "$pki/node-enc.key" --tls-ca "$pki/ca.pem"
-    expect_rc 2
-    expect_err "--tls-key: '$pki/node-enc.key' is encrypted"
-    ! grep -q 'listening on' "$tmp/out" || fail "the node listened"
-    cat "$tmp/err"
-    run_quick 15 run "$topo" --no-progress --tls-cert "$pki/coord.pem" \
-      --tls-key "$pki/coord-enc.key" --tls-ca "$pki/ca.pem"
-    expect_rc 2
-    expect_err "--tls-key: '$pki/coord-enc.key' is encrypted"
-    ! grep -q "job 'tls-ctr'" "$tmp/out" || fail "the job ran"
-    cat "$tmp/err"
+    expect_files_refused node "$pki/node.pem" "$pki/node-enc.key" \
+      "--tls-key: '$pki/node-enc.key' is encrypted"
+    expect_files_refused run "$pki/coord.pem" "$pki/coord-enc.key" \
+      "--tls-key: '$pki/coord-enc.key' is encrypted"
     # On a terminal: no "Enter PEM pass phrase" prompt to wait on.
     if command -v script >/dev/null; then
       start=$(date +%s.%N)
@@ -325,18 +336,10 @@ s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); time.sleep(60)' \
     openssl verify -CAfile "$pki/ca.pem" "$pki/old.pem" >"$tmp/verify" 2>&1 \
       && fail "openssl accepts the expired certificate"
     grep -q 'certificate has expired' "$tmp/verify" || { cat "$tmp/verify"; fail "old.pem is not expired"; }
-    ctr_topology 1
-    run_quick 15 node --listen 127.0.0.1:0 --tls-cert "$pki/old.pem" \
-      --tls-key "$pki/old.key" --tls-ca "$pki/ca.pem"
-    expect_rc 2
-    expect_err "--tls-cert: '$pki/old.pem' does not pass the check against --tls-ca '$pki/ca.pem': certificate has expired"
-    ! grep -q 'listening on' "$tmp/out" || fail "the node listened"
-    cat "$tmp/err"
-    run_quick 15 run "$topo" --no-progress --tls-cert "$pki/old.pem" \
-      --tls-key "$pki/old.key" --tls-ca "$pki/ca.pem"
-    expect_rc 2
-    expect_err "--tls-cert: '$pki/old.pem' does not pass the check against --tls-ca '$pki/ca.pem': certificate has expired"
-    cat "$tmp/err"
+    for cmd in node run; do
+      expect_files_refused $cmd "$pki/old.pem" "$pki/old.key" \
+        "--tls-cert: '$pki/old.pem' does not pass the check against --tls-ca '$pki/ca.pem': certificate has expired"
+    done
     # A raw TLS client with the expired certificate (our own check stops
     # actorflow from trying): the node refuses it, saying why.
     start_node w1 127.0.0.1:0 "${tls_node[@]}"
