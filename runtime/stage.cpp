@@ -512,8 +512,21 @@ void on_message(stage_actor* self, F&& f) {
 }
 
 inbound::edge* sender_edge(stage_actor* self) {
-  return self->state.in.find(
-    caf::actor_cast<caf::actor_control_block*>(self->current_sender()));
+  auto& st = self->state;
+  const auto& sender = self->current_sender();
+  if (auto* e = st.in.find(caf::actor_cast<caf::actor_control_block*>(sender)))
+    return e;
+  // A message from a node that was just lost can still be on its way
+  // through CAF's BASP workers; CAF 0.17 then names its sender by a new
+  // proxy, not the one the edge knows. The same actor (node and id) is the
+  // same input: its items count (the producer upstream credited them and
+  // will not send them again).
+  if (sender)
+    for (auto& e : st.in.edges())
+      if (e.peer && e.peer.id() == sender->id()
+          && e.peer.node() == sender->node())
+        return &e;
+  return nullptr;
 }
 
 void release_markers(stage_state& st, size_t edge) {
@@ -560,8 +573,15 @@ void enqueue_items(stage_actor* self, batch* items, size_t count) {
   if (st.failed)
     return;
   auto* e = sender_edge(self);
-  if (e == nullptr)
-    return; // not one of our inputs: ignore stray items
+  if (e == nullptr) {
+    // Not one of our inputs: say so, a dropped item is lost data.
+    const auto& sender = self->current_sender();
+    spdlog::warn("{}: dropped {} items from {}, which is not one of its "
+                 "inputs",
+                 st.label, count,
+                 sender ? caf::to_string(sender->address()) : "nobody");
+    return;
+  }
   size_t idx = static_cast<size_t>(e - st.in.edges().data());
   for (size_t i = 0; i < count; ++i) {
     st.in.received(*e);
