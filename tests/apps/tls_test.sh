@@ -22,7 +22,7 @@ command -v openssl >/dev/null || skip_missing "no openssl(1) to make certificate
 source "$here/nodes.sh"
 # CAF's own TLS shutdown flaw may leave its objects behind at exit (see
 # the file): leak reports through CAF's libraries are suppressed here.
-export LSAN_OPTIONS="suppressions=$here/lsan_caf_tls.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$here/lsan_caf_broker.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 NODE_WATCHDOG_S=110
 helpers=()   # other processes started here (silent peers)
 cleanup() {
