@@ -1,0 +1,303 @@
+// The job's coordinator (internal, not installed): the messages it speaks,
+// its state, and the functions its behaviour is made of, shared by
+//   runtime/job.cpp              job::start: plans, spawns and wires a job
+//   runtime/coordinator.cpp      the behaviour: replicas ending, failing,
+//                                progress, the end of the job
+//   runtime/checkpoint_round.cpp checkpoint rounds (docs/checkpoints.md)
+//   runtime/recovery.cpp         lost service actors and lost inputs
+//                                (docs/multi-host.md)
+//
+// Messages the coordinator handles: who sends them, and what they mean.
+//   (start_atom, handles, labels, stages, may_fail, services,
+//    service_labels)      job::start, once: every replica and service
+//                         actor is spawned (a job_layout); monitor them
+//   (stats_atom, stage_stats)   a replica, every metrics interval
+//   (done_atom, stage_stats)    a replica ended normally; its last stats
+//   stream_error          a replica failed (or read bad input)
+//   (checkpoint_atom, id, label, state, step, ended)
+//                         a replica answered the cut of round `id`
+//   (ckpt_tick_atom)      itself, every checkpoint.every_seconds
+//   (ckpt_timeout_atom, id)     itself: round `id` took too long
+//   (progress_atom)       itself, every job_options::progress_interval
+//   (restore_retry_atom, label) itself: try the lost service's hosts again
+//   (stop_atom)           job::stop: drain (with checkpoints: end at a cut)
+//   (abort_atom, reason)  job::abort: kill every replica, fail the job
+//   (ps_watch_atom)       a PS client: tell it ps_gone_atom on a lost shard
+//   (ps_locate_atom, label) -> caf::actor
+//                         a PS client: the service actor to use now (waits
+//                         while a lost one is being restored)
+//   (ps_lost_atom, label, worker, pushes)
+//                         a PS client: pushes lost with the old shard
+//   down_msg              a monitored replica or service actor went down
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/atom.hpp>
+#include <caf/behavior.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/response_promise.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "runtime/checkpoint.hpp"
+#include "runtime/job.hpp"
+#include "runtime/job_part.hpp"
+
+namespace af::coord {
+
+// The coordinator's own messages (the table above); the others are the
+// stream's (runtime/stream.hpp) and the parameter server's (runtime/ps.hpp).
+using start_atom = caf::atom_constant<caf::atom("af_start")>;
+using abort_atom = caf::atom_constant<caf::atom("af_abort")>;
+using progress_atom = caf::atom_constant<caf::atom("af_progr")>;
+using ckpt_tick_atom = caf::atom_constant<caf::atom("af_ctick")>;
+using ckpt_timeout_atom = caf::atom_constant<caf::atom("af_ctime")>;
+using restore_retry_atom = caf::atom_constant<caf::atom("af_rretry")>;
+
+// How long restoring a lost service actor keeps trying its hosts (one
+// round a second): long enough for a node restarted at the same address.
+constexpr auto restore_patience = std::chrono::seconds{30};
+
+using clock_type = std::chrono::steady_clock;
+
+struct replica_entry {
+  caf::actor handle;
+  std::string label;
+  std::string stage;
+  bool may_fail = false; // stage_type::replicas_may_fail
+  bool done = false;
+  bool down = false;
+  bool failed = false;
+  bool cut = false; // takes part in checkpoints (not replayed on resume)
+};
+
+// What the coordinator needs to take checkpoints (topology.checkpoint).
+struct ckpt_settings {
+  std::unique_ptr<checkpoint_store> store; // null: no checkpoints
+  uint64_t every_steps = 0;
+  double every_s = 0;
+  bool at_end = true;
+  std::set<std::string> replayed; // stage names outside the cut
+  std::string topology;
+  std::chrono::milliseconds timeout{120000};
+  // Set when the job resumed.
+  std::string resumed_from;
+  uint64_t resumed_step = 0;
+  // Steps of the replicas that had ended at the resumed cut (they do not
+  // report them again).
+  std::map<std::string, uint64_t> resumed_steps;
+};
+
+// One checkpoint being taken.
+struct ckpt_round {
+  uint64_t id = 0;
+  bool stop_after = false; // Ctrl-C: end the job at this cut
+  std::set<std::string> waiting; // replicas that have not answered
+  std::map<std::string, std::string> states;
+  std::vector<caf::actor> paused; // to resume once written
+  job_part job;
+  bool services_asked = false;
+  size_t services_left = 0;
+  std::map<std::string, std::string> service_states;
+  clock_type::time_point began = clock_type::now();
+};
+
+// Where the service actors placed on nodes run, and what starting one
+// again elsewhere takes: restoring a lost parameter-server shard while the
+// job runs (docs/multi-host.md). Filled by job::start before the
+// coordinator is told to start.
+struct service_home {
+  std::string service; // "ps"
+  uint32_t index = 0;
+  std::vector<std::string> hosts; // the service's placement
+  size_t host = 0;                // where in `hosts` it runs now
+};
+
+// What the coordinator needs to know of the topology to handle lost
+// machines: where the services run and how to start them again, and which
+// stages hand a lost replica's input to another (stage_type::reassignable)
+// and who consumes them.
+struct job_plan {
+  std::map<std::string, service_home> by_label; // remote services only
+  std::map<std::string, std::string> addresses; // host name -> HOST:PORT
+  std::string topology_text;
+  std::chrono::milliseconds connect_timeout{10000};
+  std::set<std::string> reassignable; // stage names (with >1 replica)
+  // one_to_one stages with >1 replica: a lost replica's unfinished items
+  // go to the others (downstream_edge::resend).
+  std::set<std::string> resent;
+  std::map<std::string, std::vector<std::string>> consumers; // stage ->
+  std::map<std::string, std::vector<std::string>> producers; // stage ->
+};
+
+// A service actor restored while the job ran, and the pushes lost with the
+// old one (its workers' ps_lost_atom reports, summed).
+struct restored_entry {
+  std::string label;
+  std::string text; // "ps[1] on host 'w1' from the checkpoint at step 400"
+  uint64_t lost = 0;
+};
+
+// A lost service actor being started again from the last checkpoint.
+struct restore_attempt {
+  std::string why;
+  std::vector<caf::response_promise> waiting; // ps_locate_atom requests
+  std::string failures; // of the hosts tried in this round
+  std::chrono::steady_clock::time_point began =
+    std::chrono::steady_clock::now();
+  bool retrying = false; // told the user it waits for a host
+};
+
+// What the coordinator is told at start: every replica and the service
+// actors, in spawn order.
+struct job_layout {
+  std::vector<caf::actor> handles;
+  std::vector<std::string> labels;
+  std::vector<std::string> stages;
+  std::vector<std::string> may_fail; // stage names
+  std::vector<caf::actor> services;
+  std::vector<std::string> service_labels;
+};
+
+// The job's result, delivered exactly once: by the coordinator when the job
+// ends, or when the coordinator itself is killed (system shutdown).
+struct result_slot {
+  std::mutex mtx;
+  bool set = false;
+  std::promise<run_result> promise;
+  caf::actor listener; // job_options::listener
+
+  void deliver(run_result r) {
+    std::lock_guard<std::mutex> guard{mtx};
+    if (set)
+      return;
+    set = true;
+    if (listener)
+      caf::anon_send(listener, job_done_atom::value, r);
+    promise.set_value(std::move(r));
+  }
+};
+
+struct coordinator_state {
+  job_options opts;
+  std::shared_ptr<result_slot> result;
+  std::vector<replica_entry> replicas;
+  std::vector<std::pair<std::string, caf::actor>> services;
+  std::vector<std::string> tolerated;
+  bool started = false;
+  bool stopped = false;
+  std::string error;
+  std::map<std::string, stage_stats> stats;
+  // Histograms reported since the last progress snapshot.
+  std::vector<histogram_summary> histograms;
+  std::vector<scalar_event> scalars; // likewise
+  clock_type::time_point begin = clock_type::now();
+  std::shared_ptr<ckpt_settings> ckpt;
+  std::optional<ckpt_round> round;
+  uint64_t next_ckpt_id = 1;
+  uint64_t last_ckpt_step = 0;
+  bool final_taken = false;
+  // Ending at a checkpoint's cut (Ctrl-C with checkpoints): replicas and
+  // services go down on purpose.
+  bool halting = false;
+  uint64_t checkpoints = 0;
+  std::string last_checkpoint;
+  // Restoring lost service actors, reassigning lost sources' input.
+  std::shared_ptr<job_plan> plan;
+  // PS clients to tell when a shard is lost (ps_watch_atom).
+  std::vector<caf::actor_addr> watchers;
+  // Why no more checkpoints are taken ("" while they are).
+  std::string no_more_checkpoints;
+  std::map<std::string, restore_attempt> restoring;
+  std::vector<restored_entry> restored;
+  // The newest checkpoint written found every replica of the cut ended.
+  bool last_ended_written = false;
+};
+
+using coordinator_actor = caf::stateful_actor<coordinator_state>;
+
+// --- runtime/coordinator.cpp ------------------------------------------------
+
+// The coordinator of one job; job::start tells it start_atom once every
+// actor is spawned. `result` is delivered when the job ends.
+caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
+                               std::shared_ptr<result_slot> result,
+                               std::shared_ptr<ckpt_settings> ckpt,
+                               std::shared_ptr<job_plan> plan);
+
+// The replica index in a label such as "train[1]".
+uint32_t replica_of(const std::string& label);
+
+// Sends `msg...` to every running replica of `stage`.
+template <class... Ts>
+void tell_stage(coordinator_actor* self, const std::string& stage,
+                const Ts&... msg) {
+  for (auto& r : self->state.replicas)
+    if (r.stage == stage && !r.down)
+      self->send(r.handle, msg...);
+}
+
+// The job fails with `message` (the first error wins): every replica is
+// killed, a checkpoint being taken is abandoned.
+void record_error(coordinator_actor* self, std::string message);
+
+// Ends the job once every replica is down and no checkpoint is being
+// taken: the services go, the result is delivered.
+void maybe_complete(coordinator_actor* self);
+
+// --- runtime/checkpoint_round.cpp -------------------------------------------
+
+// Whether checkpoints are still taken in this job.
+bool checkpoints_on(const coordinator_state& st);
+
+// Starts a checkpoint round (final: every replica of the cut ended;
+// stop_after: the job ends at its cut).
+void begin_round(coordinator_actor* self, bool final, bool stop_after);
+
+// A replica answered checkpoint `id`.
+void on_cut(coordinator_actor* self, uint64_t id, const std::string& label,
+            std::string& state, uint64_t step, bool ended);
+
+// A replica of the round ended (done) or went down before answering.
+void round_lost(coordinator_actor* self, replica_entry& rep);
+
+// Gives up on the round being taken; the job goes on.
+void abandon_round(coordinator_actor* self, const std::string& why);
+
+// Starts a round when one is due (by steps, by the timer, or at the end).
+void maybe_checkpoint(coordinator_actor* self, bool timer);
+
+// --- runtime/recovery.cpp ---------------------------------------------------
+
+// Starts service actor `label` again on host attempt n of its placement.
+void try_restore(coordinator_actor* self, const std::string& label,
+                 size_t attempt);
+
+// Service actor `label` went down while the job runs: restore it from the
+// last checkpoint, or fail the job.
+void service_lost(coordinator_actor* self, const std::string& label,
+                  const std::string& why);
+
+// A lost replica's unfinished items go to the other replicas of its
+// one_to_one stage; false when that is not possible.
+bool resend_lost(coordinator_actor* self, replica_entry& lost,
+                 const std::string& why);
+
+// A surviving replica of a reassignable source takes over the lost one's
+// input; false when that is not possible.
+bool reassign(coordinator_actor* self, replica_entry& lost,
+              const std::string& why);
+
+} // namespace af::coord

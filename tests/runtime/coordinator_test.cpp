@@ -1,0 +1,185 @@
+// The job's coordinator (runtime/coordinator.cpp, checkpoint_round.cpp and
+// job.cpp's job::start), run in-process on small topologies: the replicas
+// it places, the checkpoint round it takes at a stop, and the failed
+// replicas it tolerates.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "runtime/checkpoint.hpp"
+#include "runtime/job_part.hpp"
+#include "tests/support/harness.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace af;
+using namespace af::test;
+
+namespace {
+
+// A sink that sleeps `sleep_us` per item (so that a job is still running
+// when a test stops it) and throws at item `fail_at` on replica
+// `fail_replica` (-1: every replica; no fail_at: never).
+class slow_sink : public stage_logic {
+public:
+  slow_sink(const stage_info& info, const topology::Stage& s)
+    : sleep_us_(option(s, "sleep_us", 0)), fail_at_(option(s, "fail_at", -1)) {
+    auto who = option(s, "fail_replica", -1);
+    if (who >= 0 && who != static_cast<int64_t>(info.replica))
+      fail_at_ = -1;
+  }
+
+  void process(batch&&, emitter&) override {
+    if (seen_++ == fail_at_)
+      throw std::runtime_error("injected failure at item "
+                               + std::to_string(fail_at_));
+    if (sleep_us_ > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds{sleep_us_});
+  }
+
+private:
+  int64_t sleep_us_, fail_at_;
+  int64_t seen_ = 0;
+};
+
+struct coordinator_fixture : fixture {
+  temp_dir dir;
+
+  coordinator_fixture() {
+    auto make = [](const stage_info& info, const topology::Stage& s) {
+      return std::make_shared<slow_sink>(info, s);
+    };
+    stage_type cut;
+    cut.name = "slow_sink";
+    cut.kind = stage_kind::sink;
+    cut.blocking = true;
+    cut.make = make;
+    reg.add(cut);
+    // Outside every checkpoint's cut, with its input (an evaluator).
+    stage_type replayed = cut;
+    replayed.name = "replayed_sink";
+    replayed.replay_on_resume = true;
+    reg.add(replayed);
+    stage_type flaky = cut;
+    flaky.name = "flaky_sink";
+    flaky.replicas_may_fail = true;
+    reg.add(flaky);
+  }
+
+  job start(const std::string& text) {
+    auto loaded = load_topology_text(text, "t", reg);
+    REQUIRE(loaded.ok());
+    return job::start(sys, *loaded.topology, reg);
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "coordinator: a stopped job's checkpoint holds the job part "
+                 "and a part for every replica of the cut, none for "
+                 "replayed stages",
+                 "[coordinator][checkpoint]") {
+  auto j = start(R"(
+    name: "cut"
+    runtime { metrics_interval_s: 0.05 }
+    stage { name: "read" type: "test_source" replicas: 2
+            options { key: "items" value: "100000" } }
+    stage { name: "sink" type: "slow_sink" replicas: 3
+            input { stage: "read" window: 2 }
+            options { key: "sleep_us" value: "2000" } }
+    stage { name: "eval_read" type: "test_source"
+            options { key: "items" value: "100000" } }
+    stage { name: "eval" type: "replayed_sink" input { stage: "eval_read" }
+            options { key: "sleep_us" value: "2000" } }
+    checkpoint { dir: ")" + dir.file("ckpt") + R"(" }
+  )");
+  // Replicas are placed as the topology says, in its order.
+  std::vector<std::string> labels;
+  for (auto& [label, handle] : j.replicas()) {
+    labels.push_back(label);
+    CHECK(handle);
+  }
+  CHECK(labels
+        == std::vector<std::string>{"read[0]", "read[1]", "sink[0]", "sink[1]",
+                                    "sink[2]", "eval_read[0]", "eval[0]"});
+  std::this_thread::sleep_for(std::chrono::milliseconds{300});
+  j.stop(); // a checkpoint, and the job ends at its cut
+  auto r = j.wait_for(std::chrono::seconds{30});
+  REQUIRE(r);
+  REQUIRE(r->ok);
+  CHECK(r->stopped);
+  CHECK(r->checkpoints == 1);
+
+  checkpoint_store store{dir.file("ckpt")};
+  auto c = store.latest();
+  REQUIRE(c);
+  CHECK(r->last_checkpoint == store.path_of(c->step));
+  std::set<std::string> parts;
+  const std::string* job_bytes = nullptr;
+  for (auto& p : c->parts) {
+    parts.insert(p.name);
+    if (p.name == "job")
+      job_bytes = &p.bytes;
+  }
+  const std::set<std::string> cut{"read[0]", "read[1]", "sink[0]", "sink[1]",
+                                  "sink[2]"};
+  REQUIRE(job_bytes != nullptr);
+  auto job = parse_job_part(*job_bytes, "job");
+  CHECK(job.topology == "cut");
+  CHECK(job.lost.empty());
+  // Every replica of the cut is in the job part, and has a part of its own
+  // unless it had ended (the sinks are still running: they have).
+  std::set<std::string> in_job;
+  for (auto& [label, ended] : job.ended) {
+    in_job.insert(label);
+    CHECK(parts.count(label) == (ended ? 0u : 1u));
+    CHECK(job.steps.count(label) == 1);
+  }
+  CHECK(in_job == cut);
+  for (auto& label : {"sink[0]", "sink[1]", "sink[2]"})
+    CHECK(parts.count(label) == 1);
+  // Nothing else: replayed stages start over on resume.
+  for (auto& name : parts)
+    CHECK((name == "job" || cut.count(name) == 1));
+  REQUIRE(all_actors_exit(sys));
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "coordinator: a failed replica of a stage that may fail is "
+                 "reported and the job goes on, until every replica failed",
+                 "[coordinator]") {
+  auto text = [](const std::string& fail_replica) {
+    return R"(
+      runtime { metrics_interval_s: 0.05 }
+      stage { name: "read" type: "test_source"
+              options { key: "items" value: "400" } }
+      stage { name: "train" type: "flaky_sink" replicas: 2
+              input { stage: "read" window: 2 }
+              options { key: "fail_at" value: "5" }
+              options { key: "fail_replica" value: ")"
+           + fail_replica + R"(" } }
+    )";
+  };
+  SECTION("one replica fails") {
+    auto r = run_text(sys, reg, text("1"));
+    REQUIRE(r.ok);
+    REQUIRE(r.tolerated_failures.size() == 1);
+    CHECK_THAT(r.tolerated_failures[0],
+               Catch::StartsWith("train[1]: ")
+                 && Catch::Contains("injected failure at item 5"));
+    // The other replica consumed the rest (minus what was in flight to the
+    // failed one).
+    CHECK(stats_of(r, "train[0]").items_in > 300);
+  }
+  SECTION("every replica fails") {
+    auto r = run_text(sys, reg, text("-1"));
+    CHECK_FALSE(r.ok);
+    CHECK(r.tolerated_failures.size() == 1);
+    CHECK_THAT(r.error, Catch::StartsWith("stage train[")
+                          && Catch::Contains("injected failure at item 5"));
+  }
+  REQUIRE(all_actors_exit(sys));
+}
