@@ -1,18 +1,10 @@
 // ps_shard: one parameter-server shard. It owns its part of every variable
 // (runtime/ps.hpp: a contiguous slice of each dense variable, the rows of
 // each embedding table that hash to it), the optimizer state of that part
-// (gpu/optimizer.hpp) and a version counter, and speaks the protocol of
-// runtime/ps.hpp:
-//
-//   (ps_register_atom, uint32_t worker)  -> uint64_t version
-//   (ps_pull_atom, ps_pull)              -> ps_params      (may wait)
-//   (ps_push_atom, ps_push)              -> ps_push_ack
-//   (ps_pause_atom, uint32_t worker)     -> uint64_t version
-//   (ps_done_atom, uint32_t worker)      -> uint64_t version
-//   (ps_wait_atom, uint64_t steps)       -> ps_progress    (may wait)
-//   (ps_stats_atom)                      -> ps_shard_stats
-//   (ps_snapshot_atom)                   -> std::string    (format below)
-//   (ps_restore_atom, std::string)       -> uint64_t version
+// (gpu/optimizer.hpp) and a version counter, and answers every message
+// that runtime/ps.hpp's table sends to a shard: register (with or without
+// a clock), pull, push, pause, done, wait, stats, snapshot, restore and
+// replica_lost (3 and 4 arguments). It sends ps_lost_atom to its restorer.
 //
 // An invalid pull or push (unknown variable, wrong dtype or size, a row out
 // of range or owned by another shard) is answered with a caf::error
@@ -56,6 +48,8 @@
 //     its unfinished pushes in parts, and so does a push of a later step
 //     when it completes; at most 4 wait per worker. A duplicate counts
 //     once per message; a delayed pull in parts once (its part 0).
+//   - An exit with an error reason (a link's, or a kill) fails the pulls
+//     and waits that wait with sec::request_receiver_down.
 //
 // Snapshot format, version 1 (ps_shard_state::snapshot). Integers are
 // fixed-width little-endian, floats IEEE-754 binary32 as their raw bytes;

@@ -1,97 +1,78 @@
-// The parameter-server protocol: every message between trainers (workers),
-// the evaluator and the parameter-server shards, and how variables are
-// partitioned over the shards. docs/training.md explains the consistency
-// model; this header is its vocabulary.
+// The parameter-server protocol: every message between the PS clients
+// (af::ps_client: trainer replica r is worker r, the evaluator pulls as
+// ps_observer), the shards (actors/ps_shard.hpp) and the job's
+// coordinator, and how variables are partitioned over the shards.
+// docs/training.md explains the consistency model, docs/multi-host.md the
+// restoring of a lost shard; this header is their vocabulary.
 //
-//   worker -> shard  (ps_register_atom, worker)  -> (version)
-//       the shard counts the worker in its clocks and monitors the sender;
-//       a worker that goes down is dropped as if it had said done.
-//   worker -> shard  (ps_register_atom, worker, clock) -> (version)
-//       the same, and the worker's clock becomes at least `clock`: a
-//       worker joining a shard restored from a checkpoint while the job
-//       runs (its pushes since the checkpoint are lost with the old shard).
-//   worker -> shard  (ps_pull_atom, ps_pull)     -> ps_params
-//       answered once the staleness bound allows (see below).
-//   worker -> shard  (ps_push_atom, ps_push)     -> ps_push_ack
-//   worker -> shard  (ps_pause_atom, worker)     -> (version)
-//       the worker is at a checkpoint cut: out of the clocks (a clock it
-//       holds up completes) until it registers again, but not done.
-//   worker -> shard  (ps_done_atom, worker)      -> (version)
-//   anyone -> shard  (ps_wait_atom, steps)       -> ps_progress
-//       answered once `steps` pushes were applied or every worker is done.
-//   anyone -> shard  (ps_stats_atom)             -> ps_shard_stats
-//   anyone -> shard  (ps_snapshot_atom)          -> (std::string)
-//       the shard's part of the model, its optimizer state, version,
-//       workers' last steps and stats, as bytes for a checkpoint
-//       (format: actors/ps_shard.hpp); requests that wait are not in it.
-//   anyone -> shard  (ps_restore_atom, std::string) -> (version)
-//       replaces all of that with a snapshot of a shard of the same index,
-//       shard count, variables and optimizer; anything else is refused
-//       (sec::invalid_argument) and changes nothing.
-//   worker -> coordinator (ps_locate_atom, label) -> (caf::actor)
-//       shard `label` ("ps[1]") does not answer: the answer is the shard as
-//       the coordinator knows it. That is the same actor while it is not
-//       known to be lost; while it is being restored from the last
-//       checkpoint on another node (docs/multi-host.md) the answer waits
-//       for the new one; it is an error when the job cannot go on without
-//       it. A worker given a new shard registers there (with its clock) and
-//       sends its outstanding requests again. (The lost actor's handle is
-//       not sent along: CAF 0.17 holds a message that names an actor of a
-//       node it lost until it gave up routing to that node.)
-//   worker -> coordinator (ps_watch_atom)
-//   coordinator -> worker (ps_gone_atom, label)
-//       a worker asks to be told when a shard is lost; the coordinator
-//       then tells it at once (it is connected to every node and has the
-//       heartbeat), and the worker gives up waiting for that shard's
-//       answers and asks for its replacement (ps_locate_atom) instead of
-//       waiting for its requests to time out.
-//   shard -> restorer (ps_lost_atom, label, worker, pushes)
-//       a worker joined with a clock `pushes` ahead of the one the shard
-//       was restored with: those pushes are lost. Sent to whoever sent
-//       ps_restore_atom (the coordinator).
+//   client -> shard        (ps_register_atom, worker)        -> version
+//       joins the clocks (again after done or pause); sender monitored
+//   client -> shard        (ps_register_atom, worker, clock) -> version
+//       the same into a shard restored mid-job: clock at least `clock`
+//   client -> shard        (ps_pull_atom, ps_pull)           -> ps_params
+//       each step; waits for the staleness bound
+//   client -> shard        (ps_push_atom, ps_push)           -> ps_push_ack
+//       each step; acknowledged at once
+//   client -> shard        (ps_pause_atom, worker)           -> version
+//       at a checkpoint cut: out of the clocks, not done, until it registers
+//   client -> shard        (ps_done_atom, worker)            -> version
+//       its input ended: out of the clocks
+//   client -> shard        (ps_wait_atom, steps)             -> ps_progress
+//       the evaluator, to ps[0]: waits for `steps` pushes or every worker done
+//   client -> shard        (ps_stats_atom)                   -> ps_shard_stats
+//       is a shard that is slow to answer alive? (and tests, benchmarks)
+//   coordinator -> shard   (ps_snapshot_atom)                -> std::string
+//       a checkpoint round (format: actors/ps_shard.hpp)
+//   coordinator -> shard   (ps_restore_atom, std::string)    -> version
+//       --resume (job::start, before any stage); a lost shard's replacement
+//   coordinator -> shard   (replica_lost_atom, stage, replica)
+//       to every service: a replica the job goes on without
+//   coordinator -> shard   (replica_lost_atom, stage, replica, ended)
+//       to a replacement, before any client is given it: each replica that
+//       has ended (ended = true) or is lost (false)
+//   shard -> coordinator   (ps_lost_atom, label, worker, pushes)
+//       to the last restorer: a worker joined `pushes` clocks ahead
+//   client -> coordinator  (ps_watch_atom)
+//       at the start: send me ps_gone_atom
+//   coordinator -> client  (ps_gone_atom, label)
+//       shard `label` ("ps[1]") is lost: stop waiting for its answers
+//   client -> coordinator  (ps_locate_atom, label)           -> caf::actor
+//       shard `label` does not answer: the current one (waits while it is
+//       restored); the client registers there with its clock and sends its
+//       outstanding requests again
 //
-// Clocks and the staleness bound tau (Training.ps.staleness):
-//   - a worker's clock is the number of pushes it made; push `step` s
-//     (1-based) completes its clock s;
-//   - a pull by a worker at clock c is answered when c - min(clock of every
-//     live worker) <= tau; tau = 0 additionally sums the pushes of all live
-//     workers for a clock and applies them as one update, so that the
-//     answer holds that update (synchronous training); tau unset is
-//     unbounded: pulls never wait (asynchronous);
-//   - pulls with worker == ps_observer (the evaluator) never wait.
+// version, steps, clock, pushes: uint64_t; worker, replica: uint32_t;
+// label, stage: std::string; ended: bool.
 //
-// Gradients are SUMS over the push's samples; the shard divides by the
-// samples of the update (one push, or a clock's pushes together), so that
-// K workers at tau = 0 give the update one worker would on the
-// concatenated batch.
-//
-// A push with step <= the worker's last applied step is a retry: it is
-// acknowledged with applied = false and changes nothing. A push with no
-// gradients and samples = 0 advances the worker's clock only (a skipped
-// step).
-//
-// Parts (large tensors on the wire). One CAF message of many MiB crosses
-// processes slowly; a worker therefore cuts what it sends to, and asks
-// from, one shard into parts of a few MiB (actors/model_feed.cpp) and keeps
-// several in flight:
-//   - a pull with parts = n > 1 is n requests, part = 0 .. n-1: the shard
-//     lays its dense slices end to end (variables in order) and answers
-//     part p with the elements ps_dense_slice(total, p, n) of that line
-//     (sparse rows are answered in whichever part asks for them). Each part
-//     is answered on its own, when the staleness bound allows, with the
-//     version at that moment;
-//   - a push with parts = n > 1 is n messages with the same worker, step,
-//     read_version and samples, part = 0 .. n-1, that share the gradients
-//     out between them; a dense gradient may be cut into contiguous pieces
-//     (offset + elements), which together must cover the shard's slice
-//     exactly once. The shard keeps the parts until all n are in and then
-//     handles them as ONE push (clocks, tau = 0 sums, staleness, retries:
-//     all as above). Every part is acknowledged: the part that completes
-//     the push with that push's ack, the others with applied = true and
-//     staleness 0 (accepted, waiting for the rest); a part that arrives
-//     again before the push is complete changes nothing, and one of a step
-//     already applied is acknowledged with applied = false.
-// parts = 1 (the default) is one message, exactly as above.
+// Invariants (checked by tests/actors/ps_shard_test.cpp and
+// tests/runtime/ps_client_test.cpp):
+//   - a worker's clock is its last step pushed; a pull at clock c is
+//     answered when c - min(clock of every live worker) <= tau
+//     (Training.ps.staleness); tau unset, or ps_observer: at once;
+//   - at tau = 0 the pushes of a clock enter the parameters as one update,
+//     once every live worker has pushed it;
+//   - gradients are sums over the push's samples; an update divides by
+//     its samples (one push's, or its clock's at tau = 0);
+//   - a push with step <= the worker's clock is a retry: applied = false,
+//     nothing changes; samples = 0 without gradients moves the clock only;
+//   - every update with samples > 0 increments the version of every shard:
+//     the shards' versions stay in step;
+//   - a pull sent after a push by the same client sees that push (CAF
+//     keeps per-sender order);
+//   - a worker that goes down, or whose replica the coordinator reports
+//     lost (replica_lost_atom, for the shard's worker stage), leaves the
+//     clocks as lost; `ended` = true leaves it as done;
+//   - parts = n > 1: n messages, part = 0 .. n-1. Pull part p is answered
+//     on its own with the elements ps_dense_slice(total, p, n) of the
+//     shard's dense slices laid end to end (and the sparse rows it asks
+//     for). The parts of a push share its worker, step, read_version and
+//     samples, and their dense pieces cover each slice exactly once; the
+//     shard handles them as one push when the last is in, and acknowledges
+//     that part with the push's ack, the others with applied = true and
+//     staleness 0;
+//   - a snapshot holds no request that waits; an invalid request (pull,
+//     push, or restore of another shard, model or optimizer) is answered
+//     with sec::invalid_argument naming the shard and changes nothing.
 #pragma once
 
 #include <cstdint>
@@ -115,6 +96,9 @@ using ps_wait_atom = caf::atom_constant<caf::atom("ps_wait")>;
 using ps_stats_atom = caf::atom_constant<caf::atom("ps_stats")>;
 using ps_snapshot_atom = caf::atom_constant<caf::atom("ps_snap")>;
 using ps_restore_atom = caf::atom_constant<caf::atom("ps_rest")>;
+/// (ps_locate_atom, label) does not send the lost shard's handle along:
+/// CAF 0.17 holds a message that names an actor of a node it lost until it
+/// gave up routing to that node.
 using ps_locate_atom = caf::atom_constant<caf::atom("ps_where")>;
 using ps_lost_atom = caf::atom_constant<caf::atom("ps_lost")>;
 using ps_watch_atom = caf::atom_constant<caf::atom("ps_watch")>;
