@@ -1,0 +1,161 @@
+// What a stage replica sends: items and markers to its consumers, as their
+// credit allows; credit back to its producers; stats and errors to the
+// coordinator; and what happens when a consumer is lost.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/sec.hpp>
+#include <caf/send.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include "runtime/stage_state.hpp"
+#include "runtime/stream.hpp"
+
+namespace af::stage_detail {
+
+stage_stats take_stats(stage_state& st) {
+  auto result = st.stats;
+  result.out_edges = st.out.stats();
+  if (st.setup.logic) {
+    st.setup.logic->metrics(result.metrics);
+    st.setup.logic->take_histograms(result.histograms);
+    st.setup.logic->take_scalars(result.scalars);
+  }
+  return result;
+}
+
+void stage_state::report_metrics() {
+  if (setup.coordinator)
+    caf::anon_send(setup.coordinator, stats_atom::value, take_stats(*this));
+}
+
+namespace {
+
+void report_error(stage_actor* self, const stream_error& err) {
+  auto& st = self->state;
+  st.failed = true;
+  if (st.setup.coordinator)
+    self->send(st.setup.coordinator, err);
+  for (auto& e : st.out.edges())
+    self->send(e.peer, err);
+}
+
+// Items per message at most, so that one message never holds a consumer's
+// whole window hostage while it is being processed.
+constexpr size_t max_envelope = 64;
+
+void send_envelope(stage_actor* self, outbound::edge& e) {
+  if (e.envelope.empty())
+    return;
+  if (e.envelope.size() == 1) {
+    self->send(e.peer, std::move(e.envelope.front()));
+    e.envelope.clear();
+    return;
+  }
+  std::vector<batch> items;
+  items.swap(e.envelope);
+  e.envelope.reserve(items.size());
+  self->send(e.peer, std::move(items));
+}
+
+} // namespace
+
+void fail(stage_actor* self, const std::string& cause, bool bad_input) {
+  auto& st = self->state;
+  if (st.failed)
+    return;
+  spdlog::error("{}: {}", st.label, cause);
+  report_error(self, stream_error{st.label, cause, bad_input});
+  st.inputs.clear();
+  st.outputs.clear();
+  for (auto& e : st.out.edges())
+    e.envelope.clear();
+  self->quit(caf::make_error(caf::sec::runtime_error, st.label + ": " + cause));
+}
+
+void send_envelopes(stage_actor* self) {
+  for (auto& e : self->state.out.edges())
+    send_envelope(self, e);
+}
+
+void flush_outputs(stage_actor* self) {
+  auto& st = self->state;
+  while (!st.outputs.empty()) {
+    auto& ev = st.outputs.front();
+    if (ev.kind == output_event::item) {
+      if (st.out.empty()) {
+        fail(self, "every consumer of this stage is gone; "
+                     + std::to_string(st.outputs.size())
+                     + " items cannot be delivered");
+        return;
+      }
+      auto bytes = ev.value.byte_size();
+      auto* e = st.out.pick(bytes);
+      if (e == nullptr)
+        return; // wait for credit
+      ++st.stats.items_out;
+      st.stats.records_out += static_cast<uint64_t>(ev.value.records());
+      st.stats.bytes_out += bytes;
+      st.out.sent(*e, bytes);
+      if (e->keep)
+        e->unacked.push_back(ev.value); // (tensors share their buffers)
+      e->envelope.push_back(std::move(ev.value));
+      if (e->envelope.size() >= max_envelope)
+        send_envelope(self, *e);
+    } else if (ev.kind == output_event::epoch_end) {
+      send_envelopes(self);
+      for (auto& e : st.out.edges())
+        self->send(e.peer, end_of_epoch_atom::value, ev.epoch);
+      st.stats.epochs_ended = std::max(st.stats.epochs_ended, ev.epoch + 1);
+      // The coordinator hears of a source's epochs at once: if this
+      // replica is lost, another takes over its share from the epoch it
+      // was in (stage_type::reassignable), and a stale count would repeat
+      // a whole epoch of it.
+      if (st.source && st.setup.coordinator)
+        self->send(st.setup.coordinator, stats_atom::value, take_stats(st));
+    } else if (ev.kind == output_event::barrier) {
+      send_envelopes(self);
+      for (auto& e : st.out.edges())
+        self->send(e.peer, barrier_atom::value, ev.epoch);
+    } else {
+      send_envelopes(self);
+      for (auto& e : st.out.edges())
+        self->send(e.peer, end_of_stream_atom::value);
+    }
+    st.outputs.pop_front();
+  }
+}
+
+void send_credit(stage_actor* self, inbound::edge& e) {
+  auto [items, bytes] = self->state.in.take_credit(e);
+  if (items > 0 && !e.ended)
+    self->send(e.peer, demand_atom::value, items, bytes);
+}
+
+void lose_output(stage_actor* self, peer_id id, const std::string& why,
+                 bool abnormal) {
+  auto& st = self->state;
+  for (auto& e : st.out.edges())
+    if (e.id == id) {
+      auto name = e.stats.peer;
+      std::vector<batch> again;
+      auto lost = st.out.remove(id, &again);
+      for (auto it = again.rbegin(); it != again.rend(); ++it)
+        st.outputs.push_front(
+          output_event{output_event::item, std::move(*it), 0});
+      if (!again.empty())
+        spdlog::warn("{}: consumer '{}' went down ({}); the {} items it had "
+                     "not finished go to the other replicas",
+                     st.label, name, why, again.size());
+      if ((lost > 0 || abnormal) && !(st.paused && lost == 0))
+        spdlog::warn("{}: consumer '{}' went down ({}); {} items in flight "
+                     "to it were lost, its credit is returned",
+                     st.label, name, why, lost);
+      return;
+    }
+}
+
+} // namespace af::stage_detail

@@ -1,0 +1,126 @@
+// Internal (not installed): the state of one stage replica actor, shared by
+// the files that implement it.
+//   runtime/stage_actor.cpp   the actor: wiring, the message handlers, the
+//                             main loop (pump), checkpoints, lost inputs
+//   runtime/stage_output.cpp  what the replica sends: items and markers to
+//                             its consumers, credit to its producers,
+//                             stats and errors to the coordinator, and
+//                             the loss of a consumer
+//   runtime/reorder_buffer.*  deterministic ordering of the inputs
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "runtime/credit.hpp"
+#include "runtime/reorder_buffer.hpp"
+#include "runtime/stage.hpp"
+#include "runtime/stage_stats.hpp"
+
+namespace af::stage_detail {
+
+using clock_type = std::chrono::steady_clock;
+
+struct output_event {
+  enum kind_type { item, epoch_end, stream_end, barrier } kind;
+  batch value;
+  uint64_t epoch = 0; // the checkpoint id for a barrier
+};
+
+struct stage_state : emitter {
+
+  stage_setup setup;
+  std::string label;
+  inbound in;
+  outbound out;
+  std::deque<input_event> inputs;
+  std::deque<output_event> outputs;
+  bool source = false;
+  bool produce_scheduled = false;
+  // produce() returned false or a stop came: no more produce() calls.
+  bool produce_done = false;
+  bool stopped_early = false; // a stop request ended producing
+  // Items from inputs with upstream_edge::resend whose outputs are still
+  // queued: (input edge, bytes), credited once the outputs left.
+  std::vector<std::pair<size_t, uint64_t>> credit_after_output;
+  bool finished = false; // finish() ran, end_of_stream is queued
+  bool failed = false;   // a stream_error was raised or received
+  stage_stats stats;
+  clock_type::time_point since = clock_type::now();
+  bool waiting_for_credit = false;
+
+  void push(batch item) override {
+    if (out.empty())
+      throw std::logic_error("stage pushed an item but has no consumer");
+    outputs.push_back(output_event{output_event::item, std::move(item), 0});
+  }
+
+  void end_epoch(uint64_t epoch) override {
+    outputs.push_back(output_event{output_event::epoch_end, batch{}, epoch});
+  }
+
+  void stop_inputs() override { stop_requested = true; }
+
+  void report_metrics() override;
+
+  bool stop_requested = false;
+
+  // What arrives goes through `order` into `inputs`: in deterministic mode
+  // with several input edges in sequence order, else as it arrives.
+  reorder_buffer order;
+
+  // Checkpoints (runtime/stream.hpp). ckpt_pending: checkpoint ckpt_id was
+  // asked for or met on an input and is not complete yet; barrier_in: the
+  // inputs that delivered its barrier; paused: the cut is taken, nothing is
+  // produced until resume_atom.
+  bool ckpt_pending = false;
+  uint64_t ckpt_id = 0;
+  std::vector<bool> barrier_in;
+  bool paused = false;
+  // From restore_atom (a resumed job), applied when wired.
+  bool restoring = false;
+  std::string restore_state;
+  bool restore_ended = false;
+};
+
+using stage_actor = caf::stateful_actor<stage_state>;
+
+// runtime/stage_output.cpp
+
+/// The replica's stats now, with the logic's metrics, and the histograms
+/// and scalars it made since the last call (taken: they go out once).
+stage_stats take_stats(stage_state& st);
+
+/// Fails this replica: reports the error to the coordinator and the
+/// consumers, drops what is queued, then exits with the cause as exit
+/// reason. Does nothing once the replica failed.
+void fail(stage_actor* self, const std::string& cause, bool bad_input = false);
+
+/// Hands every consumer's envelope (items granted credit) to CAF.
+void send_envelopes(stage_actor* self);
+
+/// Moves queued outputs, in order, to consumers that have credit for them.
+/// An item goes to the consumer with the most unused credit; markers go to
+/// every consumer after everything queued before them. Fails the replica
+/// when items are queued and no consumer is left.
+void flush_outputs(stage_actor* self);
+
+/// Sends the credit collected for input `e`, if any and `e` has not ended.
+void send_credit(stage_actor* self, inbound::edge& e);
+
+/// Consumer `id` went down (or the coordinator says it was lost): its
+/// credit is returned; what it had not credited back yet is lost with it,
+/// or, on an edge that keeps it (downstream_edge::resend), goes out again
+/// to the other consumers first. Does nothing for an unknown `id`.
+void lose_output(stage_actor* self, peer_id id, const std::string& why,
+                 bool abnormal);
+
+} // namespace af::stage_detail
