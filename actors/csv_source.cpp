@@ -3,11 +3,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <sstream>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
 
+#include "actors/file_source.hpp"
 #include "runtime/csv_reader.hpp"
 #include "runtime/files.hpp"
 
@@ -38,31 +38,67 @@ bool parse_float(const std::string& s, float& out) {
   return end == s.c_str() + s.size() && errno != ERANGE;
 }
 
-class csv_source : public stage_logic {
+struct csv_config : file_source_config {
+  std::vector<std::string> patterns; // paths or glob patterns; required
+  std::vector<column> columns;       // required
+  bool header = true;   // the first row names the columns (else: positions)
+  char delimiter = ',';
+  bool skip_bad = false; // rows that do not fit: skipped and counted, or fail
+};
+
+csv_config config_of(const topology::Stage& s) {
+  auto& p = s.csv_source();
+  csv_config c;
+  read_file_source_config(p, c);
+  c.patterns.assign(p.files().begin(), p.files().end());
+  for (auto& col : p.column())
+    c.columns.push_back({col.name(),
+                         col.type() == "int64"   ? column_type::int64
+                         : col.type() == "float" ? column_type::float32
+                                                 : column_type::string,
+                         c.columns.size()});
+  if (p.has_header())
+    c.header = p.header();
+  if (!p.delimiter().empty())
+    c.delimiter = p.delimiter()[0];
+  c.skip_bad = p.on_bad_row() == "skip";
+  return c;
+}
+
+// Position: the next file, the open file and the rows read from it
+// (restore re-reads and drops them: CSV rows have no fixed offsets once
+// quotes may hold newlines).
+struct csv_position {
+  uint64_t next_file = 0;
+  bool open = false;
+  uint64_t file = 0;
+  int64_t rows = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, csv_position& x) {
+  return f(x.next_file, x.open, x.file, x.rows);
+}
+
+class csv_source : public file_source<csv_position> {
 public:
-  csv_source(const stage_info& info, const topology::CsvSourceConfig& cfg)
-    : label_(info.label()),
-      header_(cfg.has_header() ? cfg.header() : true),
-      delimiter_(cfg.delimiter().empty() ? ',' : cfg.delimiter()[0]),
-      epochs_(cfg.has_epochs() ? cfg.epochs() : 1),
-      per_item_(cfg.has_records_per_item() ? cfg.records_per_item() : 64),
-      skip_bad_(cfg.on_bad_row() == "skip") {
-    for (auto& c : cfg.column())
-      columns_.push_back({c.name(),
-                          c.type() == "int64"   ? column_type::int64
-                          : c.type() == "float" ? column_type::float32
-                                                : column_type::string,
-                          columns_.size()});
-    auto all = expand_file_patterns({cfg.files().begin(), cfg.files().end()});
+  csv_source(const stage_info& info, csv_config cfg)
+    : file_source("csv_source/2", cfg),
+      label_(info.label()),
+      header_(cfg.header),
+      delimiter_(cfg.delimiter),
+      skip_bad_(cfg.skip_bad),
+      columns_(std::move(cfg.columns)) {
+    auto all = expand_file_patterns(cfg.patterns);
     for (size_t i = 0; i < all.size(); ++i)
       if (i % info.replicas == info.replica)
         files_.push_back({all[i], static_cast<uint32_t>(i)});
   }
 
   bool produce(emitter& out) override {
-    while (epoch_ < static_cast<uint64_t>(epochs_)) {
+    while (epochs_left()) {
       if (!reader_ && !open_next()) {
-        out.end_epoch(epoch_++);
+        end_epoch(out);
         next_file_ = 0;
         continue;
       }
@@ -78,43 +114,35 @@ public:
       spdlog::warn("{}: {} bad rows skipped", label_, skipped_);
   }
 
-  // Snapshot: epoch, next file, the open file and the rows read from it
-  // (restore re-reads and drops them: CSV rows have no fixed offsets once
-  // quotes may hold newlines).
-  std::string snapshot() const override {
-    return "csv1 " + std::to_string(epoch_) + " " + std::to_string(next_file_)
-           + " " + std::to_string(reader_ ? 1 : 0) + " "
-           + std::to_string(file_) + " " + std::to_string(rows_in_file_)
-           + " " + std::to_string(seq_);
+private:
+  csv_position position() const override {
+    return {next_file_, reader_ != nullptr, file_, rows_in_file_};
   }
 
-  void restore(const std::string& state) override {
-    std::istringstream in{state};
-    std::string tag;
-    int open = 0;
-    size_t next = 0, file = 0;
-    int64_t rows = 0;
-    in >> tag >> epoch_ >> next >> open >> file >> rows >> seq_;
-    if (!in || tag != "csv1" || next > files_.size()
-        || (open != 0 && file >= files_.size()))
-      throw std::invalid_argument("not a csv_source snapshot: " + state);
+  void restore_position(const csv_position& at) override {
+    if (at.next_file > files_.size() || (at.open && at.file >= files_.size()))
+      throw std::invalid_argument(
+        "a damaged " + tag() + " state: "
+        + (at.open ? "open file " + std::to_string(at.file)
+                   : "next file " + std::to_string(at.next_file))
+        + " is past this replica's " + std::to_string(files_.size())
+        + " files");
     reader_.reset();
-    next_file_ = next;
-    if (open != 0) {
-      next_file_ = file;
+    next_file_ = at.next_file;
+    if (at.open) {
+      next_file_ = at.file;
       open_next();
       std::vector<std::string> row;
       int64_t line = 0;
-      for (int64_t i = 0; i < rows; ++i)
+      for (int64_t i = 0; i < at.rows; ++i)
         if (!reader_->next(row, line))
-          throw std::runtime_error(files_[file].path
+          throw std::runtime_error(files_[file_].path
                                    + ": shorter than when the snapshot was "
                                      "taken");
-      rows_in_file_ = rows;
+      rows_in_file_ = at.rows;
     }
   }
 
-private:
   struct file_entry {
     std::string path;
     uint32_t number;
@@ -154,7 +182,7 @@ private:
     std::vector<int64_t> lines;
     std::vector<std::string> row;
     int64_t line = 0;
-    while (static_cast<int64_t>(lines.size()) < per_item_) {
+    while (static_cast<int64_t>(lines.size()) < records_per_item()) {
       if (!reader_->next(row, line)) {
         if (!reader_->error().empty())
           throw std::runtime_error(reader_->error());
@@ -177,9 +205,7 @@ private:
     if (lines.empty())
       return false;
     auto n = static_cast<int64_t>(lines.size());
-    batch b;
-    b.seq = seq_++;
-    b.epoch = epoch_;
+    auto b = new_item();
     for (size_t k = 0; k < columns_.size(); ++k) {
       auto& c = columns_[k];
       if (c.type == column_type::int64) {
@@ -235,14 +261,13 @@ private:
   std::string label_;
   bool header_;
   char delimiter_;
-  int64_t epochs_, per_item_;
   bool skip_bad_;
   std::vector<column> columns_;
   std::vector<file_entry> files_;
   std::unique_ptr<csv_reader> reader_;
   size_t next_file_ = 0, file_ = 0;
   int64_t rows_in_file_ = 0;  // data rows read from the open file
-  uint64_t epoch_ = 0, seq_ = 0, skipped_ = 0;
+  uint64_t skipped_ = 0;
 };
 
 std::string check(const topology::Stage& s) {
@@ -263,11 +288,11 @@ std::string check(const topology::Stage& s) {
   if (!p.on_bad_row().empty() && p.on_bad_row() != "fail"
       && p.on_bad_row() != "skip")
     return "csv_source.on_bad_row must be \"fail\" or \"skip\"";
-  if ((p.has_epochs() && p.epochs() < 1)
-      || (p.has_records_per_item() && p.records_per_item() < 1))
-    return "epochs and records_per_item must be >= 1";
+  auto c = config_of(s);
+  if (auto problem = check_file_source_config(c); !problem.empty())
+    return problem;
   try {
-    expand_file_patterns({p.files().begin(), p.files().end()});
+    expand_file_patterns(c.patterns);
   } catch (const std::exception& ex) {
     return std::string{"csv_source.files: "} + ex.what();
   }
@@ -284,7 +309,7 @@ stage_type csv_source_type() {
   t.blocking = true;
   t.check = check;
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<csv_source>(info, s.csv_source());
+    return std::make_shared<csv_source>(info, config_of(s));
   };
   return t;
 }

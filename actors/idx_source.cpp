@@ -1,21 +1,35 @@
 #include "actors/idx_source.hpp"
 
-#include <sstream>
 #include <stdexcept>
 
+#include "actors/file_source.hpp"
 #include "runtime/idx.hpp"
 
 namespace af {
 
 namespace {
 
-class idx_source : public stage_logic {
+struct idx_config : file_source_config {
+  std::string images; // the images' IDX file; required
+  std::string labels; // the labels' IDX file; required
+};
+
+idx_config config_of(const topology::Stage& s) {
+  auto& p = s.idx_source();
+  idx_config c;
+  read_file_source_config(p, c);
+  c.images = p.images();
+  c.labels = p.labels();
+  return c;
+}
+
+// Position: the next row.
+class idx_source : public file_source<int64_t> {
 public:
-  idx_source(const stage_info& info, const topology::IdxSourceConfig& cfg)
-    : images_path_(cfg.images()),
-      labels_path_(cfg.labels()),
-      epochs_(cfg.has_epochs() ? cfg.epochs() : 1),
-      per_item_(cfg.has_records_per_item() ? cfg.records_per_item() : 64) {
+  idx_source(const stage_info& info, idx_config cfg)
+    : file_source("idx_source/2", cfg),
+      images_path_(std::move(cfg.images)),
+      labels_path_(std::move(cfg.labels)) {
     open();
     if (images_.rows() != labels_.rows())
       throw std::runtime_error(images_path_ + " has "
@@ -29,9 +43,9 @@ public:
   }
 
   bool produce(emitter& out) override {
-    if (epoch_ >= static_cast<uint64_t>(epochs_))
+    if (!epochs_left())
       return false;
-    auto k = std::min(per_item_, end_ - next_);
+    auto k = std::min(records_per_item(), end_ - next_);
     if (k > 0) {
       tensor img, lab;
       if (!images_.read(k, img))
@@ -44,9 +58,7 @@ public:
         labels.mutable_data_as<int64_t>()[i] = lab.data_as<uint8_t>()[i];
         index.mutable_data_as<int64_t>()[i] = next_ + i;
       }
-      batch b;
-      b.seq = seq_++;
-      b.epoch = epoch_;
+      auto b = new_item();
       b.set("image", std::move(img));
       b.set("label", std::move(labels));
       b.set("index", std::move(index));
@@ -54,35 +66,30 @@ public:
       next_ += k;
     }
     if (next_ >= end_) {
-      out.end_epoch(epoch_++);
-      if (epoch_ < static_cast<uint64_t>(epochs_))
+      end_epoch(out);
+      if (epochs_left())
         seek(begin_);
     }
-    return epoch_ < static_cast<uint64_t>(epochs_);
+    return epochs_left();
   }
 
   void metrics(std::vector<metric>& out) const override {
     out.push_back({"records_total",
-                   static_cast<double>((end_ - begin_) * epochs_)});
-  }
-
-  std::string snapshot() const override {
-    std::ostringstream s;
-    s << "idx1 " << epoch_ << ' ' << next_;
-    return s.str();
-  }
-
-  void restore(const std::string& state) override {
-    std::istringstream s{state};
-    std::string tag;
-    int64_t next = 0;
-    s >> tag >> epoch_ >> next;
-    if (!s || tag != "idx1" || next < begin_ || next > end_)
-      throw std::invalid_argument("not an idx_source snapshot: " + state);
-    seek(next);
+                   static_cast<double>((end_ - begin_) * epochs())});
   }
 
 private:
+  int64_t position() const override { return next_; }
+
+  void restore_position(const int64_t& next) override {
+    if (next < begin_ || next > end_)
+      throw std::invalid_argument(
+        "a damaged " + tag() + " state: row " + std::to_string(next)
+        + " is not in this replica's rows " + std::to_string(begin_) + " to "
+        + std::to_string(end_));
+    seek(next);
+  }
+
   void open() {
     if (!images_.open(images_path_))
       throw std::runtime_error(images_.error());
@@ -99,10 +106,8 @@ private:
   }
 
   std::string images_path_, labels_path_;
-  int64_t epochs_, per_item_;
   idx_reader images_, labels_;
   int64_t begin_ = 0, end_ = 0, next_ = 0;
-  uint64_t epoch_ = 0, seq_ = 0;
 };
 
 } // namespace
@@ -116,13 +121,12 @@ stage_type idx_source_type() {
   t.check = [](const topology::Stage& s) -> std::string {
     if (s.config_case() != topology::Stage::kIdxSource)
       return "needs an idx_source { images: \"...\" labels: \"...\" } block";
-    auto& p = s.idx_source();
-    if (p.images().empty() || p.labels().empty())
+    auto c = config_of(s);
+    if (c.images.empty() || c.labels.empty())
       return "idx_source.images and idx_source.labels are required";
-    if ((p.has_epochs() && p.epochs() < 1)
-        || (p.has_records_per_item() && p.records_per_item() < 1))
-      return "epochs and records_per_item must be >= 1";
-    for (auto* path : {&p.images(), &p.labels()}) {
+    if (auto problem = check_file_source_config(c); !problem.empty())
+      return problem;
+    for (auto* path : {&c.images, &c.labels}) {
       idx_reader r;
       if (!r.open(*path))
         return r.error();
@@ -130,7 +134,7 @@ stage_type idx_source_type() {
     return {};
   };
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<idx_source>(info, s.idx_source());
+    return std::make_shared<idx_source>(info, config_of(s));
   };
   return t;
 }

@@ -6,28 +6,40 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "actors/file_source.hpp"
 #include "runtime/files.hpp"
 
 namespace af {
 
 namespace {
 
-class image_folder_source : public stage_logic {
+struct image_folder_config : file_source_config {
+  std::string dir; // DIR of DIR/CLASS/IMAGE
+};
+
+image_folder_config config_of(const topology::Stage& s) {
+  auto& p = s.image_folder_source();
+  image_folder_config c;
+  read_file_source_config(p, c);
+  c.dir = p.dir();
+  return c;
+}
+
+// Position: the next of this replica's files.
+class image_folder_source : public file_source<uint64_t> {
 public:
-  image_folder_source(const stage_info& info,
-                      const topology::ImageFolderSourceConfig& cfg)
-    : epochs_(cfg.has_epochs() ? cfg.epochs() : 1),
-      per_item_(cfg.has_records_per_item() ? cfg.records_per_item() : 32) {
-    auto folder = list_image_folder(cfg.dir());
+  image_folder_source(const stage_info& info, const image_folder_config& cfg)
+    : file_source("image_folder_source/2", cfg) {
+    auto folder = list_image_folder(cfg.dir);
     for (size_t i = 0; i < folder.files.size(); ++i)
       if (i % info.replicas == info.replica)
         mine_.push_back({folder.files[i], static_cast<int64_t>(i)});
   }
 
   bool produce(emitter& out) override {
-    if (epoch_ >= static_cast<uint64_t>(epochs_))
+    if (!epochs_left())
       return false;
-    auto n = std::min<size_t>(static_cast<size_t>(per_item_),
+    auto n = std::min<size_t>(static_cast<size_t>(records_per_item()),
                               mine_.size() - next_);
     if (n > 0) {
       bytes_builder images, keys;
@@ -47,9 +59,7 @@ public:
         index.mutable_data_as<int64_t>()[i] = f.number;
       }
       next_ += n;
-      batch b;
-      b.seq = seq_++;
-      b.epoch = epoch_;
+      auto b = new_item();
       b.set("image", images.finish());
       b.set("label", std::move(labels));
       b.set("key", keys.finish());
@@ -57,37 +67,30 @@ public:
       out.push(std::move(b));
     }
     if (next_ >= mine_.size()) {
-      out.end_epoch(epoch_++);
+      end_epoch(out);
       next_ = 0;
     }
-    return epoch_ < static_cast<uint64_t>(epochs_);
-  }
-
-  std::string snapshot() const override {
-    return "image_folder1 " + std::to_string(epoch_) + " "
-           + std::to_string(next_) + " " + std::to_string(seq_);
-  }
-
-  void restore(const std::string& state) override {
-    std::istringstream in{state};
-    std::string tag;
-    size_t next = 0;
-    in >> tag >> epoch_ >> next >> seq_;
-    if (!in || tag != "image_folder1" || next > mine_.size())
-      throw std::invalid_argument("not an image_folder_source snapshot: "
-                                  + state);
-    next_ = next;
+    return epochs_left();
   }
 
 private:
+  uint64_t position() const override { return next_; }
+
+  void restore_position(const uint64_t& next) override {
+    if (next > mine_.size())
+      throw std::invalid_argument(
+        "a damaged " + tag() + " state: file " + std::to_string(next)
+        + " is past this replica's " + std::to_string(mine_.size())
+        + " files");
+    next_ = next;
+  }
+
   struct entry {
     image_folder::entry file;
     int64_t number;
   };
-  int64_t epochs_, per_item_;
   std::vector<entry> mine_;
   size_t next_ = 0;
-  uint64_t epoch_ = 0, seq_ = 0;
 };
 
 } // namespace
@@ -101,20 +104,18 @@ stage_type image_folder_source_type() {
   t.check = [](const topology::Stage& s) -> std::string {
     if (s.config_case() != topology::Stage::kImageFolderSource)
       return "needs an image_folder_source { dir: \"...\" } block";
-    auto& p = s.image_folder_source();
-    if ((p.has_epochs() && p.epochs() < 1)
-        || (p.has_records_per_item() && p.records_per_item() < 1))
-      return "epochs and records_per_item must be >= 1";
+    auto c = config_of(s);
+    if (auto problem = check_file_source_config(c); !problem.empty())
+      return problem;
     try {
-      list_image_folder(p.dir());
+      list_image_folder(c.dir);
     } catch (const std::exception& ex) {
       return std::string{"image_folder_source.dir: "} + ex.what();
     }
     return {};
   };
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<image_folder_source>(info,
-                                                 s.image_folder_source());
+    return std::make_shared<image_folder_source>(info, config_of(s));
   };
   return t;
 }

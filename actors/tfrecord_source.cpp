@@ -4,11 +4,11 @@
 #include <charconv>
 #include <deque>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
 
+#include "actors/file_source.hpp"
 #include "runtime/files.hpp"
 #include "runtime/tfrecord_reader.hpp"
 
@@ -16,27 +16,22 @@ namespace af {
 
 namespace {
 
-struct source_config {
-  std::vector<std::string> patterns;
+struct tfrecord_config : file_source_config {
+  std::vector<std::string> patterns; // paths or glob patterns; required
   tfrecord::compression compression = tfrecord::compression::automatic;
-  int64_t epochs = 1;
-  int64_t records_per_item = 64;
-  int64_t interleave = 1;
-  bool skip_corrupt = false;
-  uint64_t max_record_bytes = uint64_t{1} << 30;
+  int64_t interleave = 1; // files read at once, in turn
+  bool skip_corrupt = false; // corrupt records: skipped and counted, or fail
+  uint64_t max_record_bytes = uint64_t{1} << 30; // larger ones are corrupt
 };
 
-source_config config_of(const topology::Stage& s) {
+tfrecord_config config_of(const topology::Stage& s) {
   auto& p = s.tfrecord_source();
-  source_config c;
+  tfrecord_config c;
+  read_file_source_config(p, c);
   c.patterns.assign(p.files().begin(), p.files().end());
   tfrecord::parse_compression(p.compression(), c.compression);
   if (p.compression().empty())
     c.compression = tfrecord::compression::automatic;
-  if (p.has_epochs())
-    c.epochs = p.epochs();
-  if (p.has_records_per_item())
-    c.records_per_item = p.records_per_item();
   if (p.has_interleave())
     c.interleave = p.interleave();
   c.skip_corrupt = p.on_corrupt() == "skip";
@@ -45,10 +40,35 @@ source_config config_of(const topology::Stage& s) {
   return c;
 }
 
-class tfrecord_source : public stage_logic {
+// Position: the next file, the turn among the open files, and each open
+// file's position.
+struct open_file_position {
+  uint64_t file = 0; // index into the files of the epoch
+  uint64_t offset = 0;
+  uint64_t index = 0; // of the next record in the file
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, open_file_position& x) {
+  return f(x.file, x.offset, x.index);
+}
+
+struct tfrecord_position {
+  uint64_t next_file = 0;
+  uint64_t turn = 0;
+  std::vector<open_file_position> open;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tfrecord_position& x) {
+  return f(x.next_file, x.turn, x.open);
+}
+
+class tfrecord_source : public file_source<tfrecord_position> {
 public:
-  tfrecord_source(const stage_info& info, source_config cfg)
-    : label_(info.label()), cfg_(std::move(cfg)), replicas_(info.replicas) {
+  tfrecord_source(const stage_info& info, tfrecord_config cfg)
+    : file_source("tfrecord_source/2", cfg), label_(info.label()),
+      cfg_(std::move(cfg)), replicas_(info.replicas) {
     all_ = expand_file_patterns(cfg_.patterns);
     files_ = share_of(info.replica);
     own_ = files_;
@@ -63,19 +83,19 @@ public:
   void take_over(uint32_t replica, uint64_t from_epoch) override {
     auto share = share_of(replica);
     taken_.push_back({replica, from_epoch});
-    auto epochs = static_cast<uint64_t>(cfg_.epochs);
+    auto epochs = static_cast<uint64_t>(this->epochs());
     uint64_t passes = 0;
-    if (epoch_ >= epochs) {
+    if (!epochs_left()) {
       // Done already: the owed passes go out under the last epoch.
       passes = from_epoch < epochs ? epochs - from_epoch : 0;
       if (passes > 0) {
-        epoch_ = epochs - 1;
+        reopen_last_epoch();
         files_.clear();
         next_file_ = 0;
         reopened_ = true;
       }
-    } else if (from_epoch <= epoch_) {
-      passes = epoch_ - from_epoch + 1;
+    } else if (from_epoch <= epoch()) {
+      passes = epoch() - from_epoch + 1;
     }
     for (uint64_t p = 0; p < passes; ++p)
       files_.insert(files_.end(), share.begin(), share.end());
@@ -90,22 +110,23 @@ public:
   // produce() never returns with a partly filled item, so a snapshot taken
   // between calls has nothing pending.
   bool produce(emitter& out) override {
-    while (epoch_ < static_cast<uint64_t>(cfg_.epochs)) {
+    while (epochs_left()) {
       refill_open_files();
       if (open_.empty()) {
         bool pushed = push_item(out);
-        if (!reopened_)
-          out.end_epoch(epoch_);
-        ++epoch_;
+        if (reopened_)
+          next_epoch();
+        else
+          end_epoch(out);
         next_epoch_files();
         if (pushed)
-          return epoch_ < static_cast<uint64_t>(cfg_.epochs);
+          return epochs_left();
         continue;
       }
       auto slot = turn_ % open_.size();
       if (!read_records(*open_[slot]))
         open_.erase(open_.begin() + static_cast<long>(slot));
-      if (static_cast<int64_t>(index_.size()) == cfg_.records_per_item) {
+      if (static_cast<int64_t>(index_.size()) == records_per_item()) {
         ++turn_;
         push_item(out);
         return true;
@@ -120,48 +141,45 @@ public:
                    skipped_total_);
   }
 
-  // Snapshot: epoch, next file, then per open file: index, offset, record.
-  std::string snapshot() const override {
-    std::ostringstream s;
-    s << "tfrecord1 " << epoch_ << ' ' << next_file_ << ' ' << turn_ << ' '
-      << open_.size();
-    for (auto& f : open_)
-      s << ' ' << f->file << ' ' << f->reader.offset() << ' '
-        << f->reader.index();
-    return s.str();
-  }
-
-  void restore(const std::string& state) override {
-    std::istringstream s{state};
-    std::string tag;
-    size_t count = 0;
-    s >> tag >> epoch_ >> next_file_ >> turn_ >> count;
-    if (!s || tag != "tfrecord1" || next_file_ > files_.size())
-      throw std::invalid_argument("not a tfrecord_source snapshot: " + state);
-    open_.clear();
-    for (size_t i = 0; i < count; ++i) {
-      size_t file = 0;
-      uint64_t offset = 0, index = 0;
-      s >> file >> offset >> index;
-      if (!s || file >= files_.size())
-        throw std::invalid_argument("bad tfrecord_source snapshot: " + state);
-      auto f = open_file(file);
-      if (!f->reader.seek(offset, index))
-        throw std::runtime_error(f->reader.error());
-      open_.push_back(std::move(f));
-    }
-  }
-
   // Known once this replica read its first epoch (every epoch reads the
   // same files).
   void metrics(std::vector<metric>& out) const override {
-    if (epoch_ > 0 && taken_.empty() && first_epoch_records_ > 0)
+    if (epoch() > 0 && taken_.empty() && first_epoch_records_ > 0)
       out.push_back({"records_total",
                      static_cast<double>(first_epoch_records_
-                                         * static_cast<uint64_t>(cfg_.epochs))});
+                                         * static_cast<uint64_t>(epochs()))});
   }
 
 private:
+  tfrecord_position position() const override {
+    tfrecord_position at{next_file_, turn_, {}};
+    for (auto& f : open_)
+      at.open.push_back({f->file, f->reader.offset(), f->reader.index()});
+    return at;
+  }
+
+  void restore_position(const tfrecord_position& at) override {
+    auto refuse = [&](const char* what, uint64_t file) {
+      throw std::invalid_argument(
+        "a damaged " + tag() + " state: " + what + " " + std::to_string(file)
+        + " is past this replica's " + std::to_string(files_.size())
+        + " files");
+    };
+    if (at.next_file > files_.size())
+      refuse("next file", at.next_file);
+    open_.clear();
+    for (auto& o : at.open) {
+      if (o.file >= files_.size())
+        refuse("open file", o.file);
+      auto f = open_file(o.file);
+      if (!f->reader.seek(o.offset, o.index))
+        throw std::runtime_error(f->reader.error());
+      open_.push_back(std::move(f));
+    }
+    next_file_ = at.next_file;
+    turn_ = at.turn;
+  }
+
   struct file_entry {
     std::string path;
     uint32_t number;  // position in the sorted list of all files
@@ -176,12 +194,12 @@ private:
     return out;
   }
 
-  // The files of epoch epoch_: this replica's, then those it took over.
+  // The files of epoch epoch(): this replica's, then those it took over.
   void next_epoch_files() {
     next_file_ = 0;
     files_ = own_;
     for (auto& t : taken_)
-      if (t.from_epoch <= epoch_) {
+      if (t.from_epoch <= epoch()) {
         auto share = share_of(t.replica);
         files_.insert(files_.end(), share.begin(), share.end());
       }
@@ -222,10 +240,10 @@ private:
     if (index_.empty()) {
       // Sized from the previous item, so the builders rarely grow.
       records_ = bytes_builder{last_item_bytes_};
-      keys_ = bytes_builder{static_cast<size_t>(cfg_.records_per_item)
+      keys_ = bytes_builder{static_cast<size_t>(records_per_item())
                             * (entry.path.size() + 24)};
     }
-    while (static_cast<int64_t>(index_.size()) < cfg_.records_per_item) {
+    while (static_cast<int64_t>(index_.size()) < records_per_item()) {
       std::string_view rec;
       auto st = f.reader.next_view(rec);
       if (st == read_status::end) {
@@ -266,9 +284,7 @@ private:
   bool push_item(emitter& out) {
     if (index_.empty())
       return false;
-    batch b;
-    b.seq = seq_++;
-    b.epoch = epoch_;
+    auto b = new_item();
     last_item_bytes_ = records_.data_bytes() + records_.data_bytes() / 8;
     b.set("record", records_.finish());
     b.set("key", keys_.finish());
@@ -276,7 +292,7 @@ private:
                                 {static_cast<int64_t>(index_.size())});
     std::copy(index_.begin(), index_.end(), idx.mutable_data_as<int64_t>());
     b.set("index", std::move(idx));
-    if (epoch_ == 0)
+    if (epoch() == 0)
       first_epoch_records_ += index_.size();
     index_.clear();
     out.push(std::move(b));
@@ -285,7 +301,7 @@ private:
 
   uint64_t first_epoch_records_ = 0;
   std::string label_;
-  source_config cfg_;
+  tfrecord_config cfg_;
   uint32_t replicas_;
   std::vector<std::string> all_;
   std::vector<file_entry> own_;   // this replica's share
@@ -295,8 +311,6 @@ private:
   std::deque<std::unique_ptr<open_file_state>> open_;
   size_t next_file_ = 0;
   size_t turn_ = 0;
-  uint64_t epoch_ = 0;
-  uint64_t seq_ = 0;
   uint64_t skipped_total_ = 0;
   std::string key_;
   size_t last_item_bytes_ = 0;

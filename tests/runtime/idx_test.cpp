@@ -3,30 +3,16 @@
 #include <string>
 
 #include "runtime/idx.hpp"
+#include "tests/support/idx_file.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace af;
+using af::test::idx_header;
 using af::test::temp_dir;
-
-namespace {
-
-std::string be32(uint32_t x) {
-  return std::string{static_cast<char>(x >> 24), static_cast<char>(x >> 16),
-                     static_cast<char>(x >> 8), static_cast<char>(x)};
-}
-
-std::string header(std::initializer_list<uint32_t> dims) {
-  std::string h{'\0', '\0', '\x08', static_cast<char>(dims.size())};
-  for (auto d : dims)
-    h += be32(d);
-  return h;
-}
-
-} // namespace
 
 TEST_CASE("the IDX reader reads rows of the header's shape", "[idx]") {
   temp_dir dir;
-  auto path = dir.write("a.idx", header({3, 2, 2}) + "abcdefghijkl");
+  auto path = dir.write("a.idx", idx_header({3, 2, 2}) + "abcdefghijkl");
   idx_reader r;
   REQUIRE(r.open(path));
   CHECK(r.rows() == 3);
@@ -53,14 +39,14 @@ TEST_CASE("the IDX reader refuses rows too large for it and does not "
           "[idx]") {
   temp_dir dir;
   idx_reader r;
-  auto huge = dir.write("huge.idx", header({1, 1u << 16, 1u << 16, 7}));
+  auto huge = dir.write("huge.idx", idx_header({1, 1u << 16, 1u << 16, 7}));
   CHECK_FALSE(r.open(huge));
   CHECK(r.error() == huge + ": offset 12: an IDX row of more than "
                             "1073741824 bytes (dimensions 1..2 of the "
                             "header) is not supported");
   // 512 MiB rows are allowed, but a file of 10 bytes of data gets an error
   // at its end, not a 1 GiB allocation.
-  auto big = dir.write("big.idx", header({2, 1u << 29}) + "0123456789");
+  auto big = dir.write("big.idx", idx_header({2, 1u << 29}) + "0123456789");
   REQUIRE(r.open(big));
   tensor t;
   CHECK_FALSE(r.read(2, t));

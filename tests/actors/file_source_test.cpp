@@ -1,0 +1,222 @@
+// The file readers' checkpoint state (actors/file_source.hpp): a reader
+// restored from a snapshot goes on as if it had never stopped, sequence
+// numbers included, and a state that is not its own is refused by name.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "runtime/registry.hpp"
+#include "runtime/state_io.hpp"
+#include "runtime/tfrecord_writer.hpp"
+#include "tests/support/harness.hpp"
+#include "tests/support/idx_file.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace af;
+using namespace af::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// An IDX file of u8 rows of the shape `dims` ({rows, ...}), byte k = k mod 251.
+std::string idx_file(std::initializer_list<uint32_t> dims) {
+  auto out = idx_header(dims);
+  size_t bytes = 1;
+  for (auto d : dims)
+    bytes *= d;
+  for (size_t k = 0; k < bytes; ++k)
+    out.push_back(static_cast<char>(k % 251));
+  return out;
+}
+
+// One stage of each reader type over small files in `dir`, two epochs,
+// items of a size that does not divide the files' records.
+std::vector<topology::Stage> readers(const temp_dir& dir) {
+  std::string csv = "id,name\n";
+  for (int i = 0; i < 30; ++i)
+    csv += std::to_string(i) + ",\"row\n" + std::to_string(i) + "\"\n";
+  dir.write("a.csv", csv);
+  dir.write("b.csv", csv);
+  dir.write("images.idx", idx_file({50, 2, 2}));
+  dir.write("labels.idx", idx_file({50}));
+  for (int f = 0; f < 3; ++f) {
+    tfrecord_writer w;
+    REQUIRE(w.open(dir.file("part-" + std::to_string(f) + ".tfrecord")));
+    for (int r = 0; r < 11; ++r)
+      REQUIRE(w.write("record " + std::to_string(f) + "/" + std::to_string(r)));
+    REQUIRE(w.close());
+  }
+  for (auto cls : {"cat", "dog"}) {
+    std::filesystem::create_directories(dir.file("img/" + std::string{cls}));
+    for (int i = 0; i < 9; ++i)
+      dir.write("img/" + std::string{cls} + "/" + std::to_string(i) + ".jpg",
+                std::string{cls} + " " + std::to_string(i));
+  }
+
+  std::vector<topology::Stage> out(4);
+  out[0].set_type("csv_source");
+  auto* c = out[0].mutable_csv_source();
+  c->add_files(dir.path() + "/*.csv");
+  auto* col = c->add_column();
+  col->set_name("id");
+  col->set_type("int64");
+  c->set_records_per_item(7);
+  c->set_epochs(2);
+  out[1].set_type("idx_source");
+  auto* x = out[1].mutable_idx_source();
+  x->set_images(dir.file("images.idx"));
+  x->set_labels(dir.file("labels.idx"));
+  x->set_records_per_item(7);
+  x->set_epochs(2);
+  out[2].set_type("tfrecord_source");
+  auto* t = out[2].mutable_tfrecord_source();
+  t->add_files(dir.path() + "/part-*.tfrecord");
+  t->set_records_per_item(4);
+  t->set_interleave(2);
+  t->set_epochs(2);
+  out[3].set_type("image_folder_source");
+  auto* f = out[3].mutable_image_folder_source();
+  f->set_dir(dir.file("img"));
+  f->set_records_per_item(2);
+  f->set_epochs(2);
+  return out;
+}
+
+stage_info replica_of(const topology::Stage& s) {
+  return stage_info{"read", s.type(), 0, 1, 0, nullptr};
+}
+
+std::shared_ptr<stage_logic> make(const registry& reg,
+                                  const topology::Stage& s) {
+  return reg.find(s.type())->make(replica_of(s), s);
+}
+
+// Runs `r` to its end into `out`.
+void drain(stage_logic& r, collecting_emitter& out) {
+  while (r.produce(out)) {
+  }
+}
+
+// tfrecord_source's position of an open file: index, offset, record.
+struct open_file {
+  uint64_t file, offset, index;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, open_file& x) {
+  return f(x.file, x.offset, x.index);
+}
+
+// What restore(state) throws as std::invalid_argument ("" when nothing,
+// and the message of another exception prefixed with "other: ").
+std::string refusal(stage_logic& r, const std::string& state) {
+  try {
+    r.restore(state);
+  } catch (const std::invalid_argument& ex) {
+    return ex.what();
+  } catch (const std::exception& ex) {
+    return std::string{"other: "} + ex.what();
+  }
+  return {};
+}
+
+// A state for `tag` of the values the file_source base writes: epoch,
+// seq, then the reader's position.
+template <class... Ts>
+std::string state(const std::string& tag, uint64_t epoch, const Ts&... at) {
+  return save_state(tag, epoch, uint64_t{3}, at...);
+}
+
+} // namespace
+
+TEST_CASE("every file reader restored from a snapshot continues with the "
+          "same seq numbers and records as an uninterrupted run",
+          "[input][resume]") {
+  temp_dir dir;
+  auto reg = make_registry(std::make_shared<observations>());
+  for (auto& s : readers(dir)) {
+    auto whole = make(reg, s);
+    collecting_emitter all;
+    drain(*whole, all);
+    REQUIRE(all.items.size() > 12);
+    for (int stop_at : {0, 1, 5, 12, -1}) {
+      INFO(s.type() << ", stopped after " << stop_at << " produce() calls");
+      auto first = make(reg, s);
+      collecting_emitter part;
+      if (stop_at < 0)
+        drain(*first, part);
+      for (int i = 0; i < stop_at; ++i)
+        REQUIRE(first->produce(part));
+      auto second = make(reg, s);
+      second->restore(first->snapshot());
+      drain(*second, part);
+      REQUIRE(part.items.size() == all.items.size());
+      for (size_t i = 0; i < all.items.size(); ++i) {
+        CHECK(part.items[i].seq == all.items[i].seq);
+        CHECK(part.items[i].epoch == all.items[i].epoch);
+        CHECK(part.items[i].at("index") == all.items[i].at("index"));
+      }
+      CHECK(part.epochs_ended == all.epochs_ended);
+    }
+  }
+}
+
+TEST_CASE("a file reader refuses a damaged or foreign state naming what is "
+          "wrong",
+          "[input][resume]") {
+  temp_dir dir;
+  auto reg = make_registry(std::make_shared<observations>());
+  auto stages = readers(dir);
+  std::vector<std::string> states;
+  for (auto& s : stages) {
+    auto r = make(reg, s);
+    collecting_emitter out;
+    for (int i = 0; i < 3; ++i)
+      REQUIRE(r->produce(out));
+    states.push_back(r->snapshot());
+  }
+  for (size_t k = 0; k < stages.size(); ++k) {
+    auto& s = stages[k];
+    INFO(s.type());
+    auto tag = s.type() + "/2";
+    auto r = make(reg, s);
+    CHECK_THAT(refusal(*r, "garbage"), Contains("not a " + tag + " state"));
+    auto& mine = states[k];
+    CHECK_THAT(refusal(*r, mine.substr(0, mine.size() - 1)),
+               Contains("a damaged " + tag));
+    auto flipped = mine;
+    flipped.back() = static_cast<char>(flipped.back() ^ 0x10);
+    CHECK_THAT(refusal(*r, flipped), Contains("a damaged " + tag));
+    auto& other = states[(k + 1) % states.size()];
+    CHECK_THAT(refusal(*r, other), Contains("not a " + tag + " state"));
+  }
+
+  // States that decode but do not fit the reader's files.
+  auto refused = [&](size_t k, const std::string& bad,
+                     const std::string& what) {
+    INFO(stages[k].type() << ": " << what);
+    auto r = make(reg, stages[k]);
+    CHECK_THAT(refusal(*r, bad), Contains("a damaged " + stages[k].type())
+                                   && Contains(what));
+  };
+  auto no_files = std::vector<open_file>{};
+  refused(0, state("csv_source/2", 0, uint64_t{9}, false, uint64_t{0},
+                   int64_t{0}),
+          "next file 9 is past this replica's 2 files");
+  refused(0, state("csv_source/2", 0, uint64_t{1}, true, uint64_t{5},
+                   int64_t{0}),
+          "open file 5 is past this replica's 2 files");
+  refused(1, state("idx_source/2", 0, int64_t{51}),
+          "row 51 is not in this replica's rows 0 to 50");
+  refused(1, state("idx_source/2", 0, int64_t{-1}), "row -1");
+  refused(2, state("tfrecord_source/2", 0, uint64_t{4}, uint64_t{0},
+                   no_files),
+          "next file 4 is past this replica's 3 files");
+  refused(2, state("tfrecord_source/2", 0, uint64_t{1}, uint64_t{0},
+                   std::vector<open_file>{{7, 0, 0}}),
+          "open file 7 is past this replica's 3 files");
+  refused(3, state("image_folder_source/2", 0, uint64_t{19}),
+          "file 19 is past this replica's 18 files");
+  refused(3, state("image_folder_source/2", 3, uint64_t{0}), "epoch 3 of 2");
+}
