@@ -1,5 +1,5 @@
 // Everything an application needs to run ActorFlow pipelines inside its own
-// CAF actor system (docs/embedding.md; CMake: find_package(ActorFlow 0.1),
+// CAF actor system (docs/embedding.md; CMake: find_package(ActorFlow 0.2),
 // target ActorFlow::actors).
 //
 //   caf::actor_system_config cfg;

@@ -23,7 +23,14 @@ namespace af {
 
 namespace {
 
-constexpr std::string_view magic_line = "actorflow-checkpoint 1";
+constexpr std::string_view magic_line = "actorflow-checkpoint 2";
+// ActorFlow 0.1 wrote format 1 (its parts are states of format 1 too,
+// runtime/state_io.hpp): refused by name, and never removed.
+constexpr std::string_view format_1_line = "actorflow-checkpoint 1";
+const std::string format_1_refusal =
+  "a checkpoint of format 1, written by ActorFlow 0.1; this ActorFlow reads "
+  "format 2 only (resume it with ActorFlow 0.1, or start afresh with "
+  "another checkpoint directory)";
 constexpr std::string_view dir_prefix = "ckpt-";
 constexpr size_t step_digits = 20;
 constexpr std::string_view part_suffix = ".part";
@@ -357,6 +364,8 @@ std::string parse_manifest(const std::string& path, std::string_view text,
     ++line_no;
     auto w = words(line);
     if (line_no == 1) {
+      if (line == format_1_line)
+        return path + ": " + format_1_refusal;
       if (line != magic_line)
         return bad(start, "not a checkpoint manifest (expected \""
                             + std::string{magic_line} + "\")");
@@ -402,6 +411,20 @@ std::string parse_manifest(const std::string& path, std::string_view text,
   }
   return path + ": truncated after line " + std::to_string(line_no)
          + " (no crc line)";
+}
+
+// Whether the checkpoint at `path` has a manifest of format 1 (its first
+// line; nothing else is checked).
+bool of_format_1(const std::string& path) {
+  std::string text;
+  uint64_t size = 0;
+  if (read_file(path + "/MANIFEST", std::nullopt, max_manifest_bytes, true,
+                text, size)
+      != read_result::ok)
+    return false;
+  return text.compare(0, format_1_line.size() + 1,
+                      std::string{format_1_line} + "\n")
+         == 0;
 }
 
 // Checks the checkpoint at `path` (of `step`); with `c` set also reads its
@@ -523,6 +546,8 @@ void checkpoint_store::write(const checkpoint& c) {
       ++kept;
       continue;
     }
+    if (of_format_1(p)) // not ours to remove: an older ActorFlow's
+      continue;
     spdlog::debug("{}: removing checkpoint {}", dir_, p);
     if (auto err = remove_checkpoint(p); !err.empty())
       spdlog::warn("{} (checkpoint {} was written)", err, c.step);
@@ -536,6 +561,8 @@ std::optional<checkpoint> checkpoint_store::latest() const {
     auto err = verify(it->second, it->first, &c);
     if (err.empty())
       return c;
+    if (of_format_1(it->second))
+      throw std::runtime_error(err);
     spdlog::warn("checkpoint {} skipped: {}", it->first, err);
   }
   return std::nullopt;

@@ -16,11 +16,12 @@
 // ".part": "ps[0]" -> "ps[0].part", "a/../b" -> "a%2F..%2Fb.part". The
 // mapping is one-to-one, so only equal names collide (refused); the suffix
 // keeps "." and ".." away and parts apart from MANIFEST and the ".tmp"
-// files. A part file holds the part's bytes and nothing else.
+// files. A part file holds the part's bytes and nothing else: a state
+// frame (runtime/state_io.hpp), though the store does not look inside.
 //
 // MANIFEST is text, one item per line, each line ending in '\n':
 //
-//   actorflow-checkpoint 1                       magic and format version
+//   actorflow-checkpoint 2                       magic and format version
 //   step <decimal>                               the directory's step
 //   parts <decimal>                              count of part lines
 //   part <file> <size> <crc> <escaped name>      one per part, in the order
@@ -100,7 +101,10 @@ public:
   /// (or no directory). Checkpoints skipped on the way are logged
   /// (spdlog::warn, naming the file and what is wrong). Throws
   /// std::runtime_error for an I/O error other than a missing file (a
-  /// failing disk must not look like "no checkpoint").
+  /// failing disk must not look like "no checkpoint"), and, naming the
+  /// version, when the newest checkpoint that is not skipped was written
+  /// by ActorFlow 0.1 (format 1: refused, never skipped; write() leaves
+  /// such checkpoints alone).
   std::optional<checkpoint> latest() const;
 
   /// The steps of the complete checkpoints, ascending: MANIFEST verifies

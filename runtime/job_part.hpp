@@ -9,29 +9,29 @@
 
 namespace af {
 
-// The job's own part of a checkpoint, "job": text, one item per line.
-//
-//   actorflow-job 1
-//   topology <name>
-//   step <global step>       the trainers' steps summed over replicas
-//   replica <label> live <steps>    one per replica of the cut: its state
-//   replica <label> ended <steps>   is the part <label>; or it had ended;
-//   replica <label> lost            or it was lost before the cut (a
-//                                   trainer that failed: a resumed job
-//                                   starts it afresh)
+// The job's own part of a checkpoint, "job": a state frame
+// (runtime/state_io.hpp) tagged "job/2" holding, in this order, the
+// fields below.
 struct job_part {
+  /// The topology's name.
   std::string topology;
+  /// The global step: the trainers' steps summed over replicas.
   uint64_t step = 0;
-  std::map<std::string, bool> ended; // label -> ended (live, if false)
+  /// One entry per replica of the cut: label -> whether it had ended (if
+  /// not, it was live and its state is the part of that label).
+  std::map<std::string, bool> ended;
+  /// Label -> its steps at the cut; an entry for every key of `ended`.
   std::map<std::string, uint64_t> steps;
+  /// Replicas lost before the cut (a trainer that failed: a resumed job
+  /// starts it afresh).
   std::set<std::string> lost;
 };
 
-/// The part's text for `p`.
+/// The part's bytes for `p`.
 std::string format_job_part(const job_part& p);
 
 /// Reads what format_job_part wrote. Throws std::runtime_error naming
-/// `where` and the line when `text` is not a job part.
-job_part parse_job_part(const std::string& text, const std::string& where);
+/// `where` and what is wrong when `bytes` is not a job part.
+job_part parse_job_part(const std::string& bytes, const std::string& where);
 
 } // namespace af

@@ -6,8 +6,8 @@
 # Cases:
 #   example   the example trains the Fashion-MNIST MLP for one epoch in its
 #             own actor system, with its own stage type and an outlet;
-#   version   find_package(ActorFlow 0.1) finds the package with the
-#             version of `actorflow --version`; 0.2 and 1.0 are refused;
+#   version   find_package(ActorFlow 0.2) finds the package with the
+#             version of `actorflow --version`; 0.3 and 1.0 are refused;
 #             a prefix without the package fails with the package's name.
 set -u
 case_name=$1 build=$2 src=$3 cxx=$4 generator=$5 bin=$6

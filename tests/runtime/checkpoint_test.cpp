@@ -3,6 +3,7 @@
 // are not file names, and large and empty parts.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "runtime/checkpoint.hpp"
+#include "runtime/crc32c.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace af;
@@ -79,7 +81,7 @@ TEST_CASE("a checkpoint round-trips through the store", "[checkpoint]") {
   CHECK(fs::file_size(store.path_of(5) + "/job.part") == 0);
   // The manifest is text that says what is there.
   auto manifest = test::temp_dir::read(store.path_of(5) + "/MANIFEST");
-  CHECK(manifest.rfind("actorflow-checkpoint 1\nstep 5\nparts 3\n", 0) == 0);
+  CHECK(manifest.rfind("actorflow-checkpoint 2\nstep 5\nparts 3\n", 0) == 0);
   CHECK_THAT(manifest, Catch::Contains("part job.part 0 00000000 job\n"));
   // Another store on the same directory sees it.
   checkpoint_store again{td.file("ckpt"), 1};
@@ -272,4 +274,50 @@ TEST_CASE("checkpoint store I/O errors name the path", "[checkpoint]") {
                       && Catch::Contains("Not a directory"));
   // Reading from there is "no checkpoint", not an error.
   CHECK_FALSE(store.latest());
+}
+
+TEST_CASE("a checkpoint of ActorFlow 0.1 (format 1) is refused by name and "
+          "never removed",
+          "[checkpoint]") {
+  test::temp_dir td;
+  checkpoint_store store{td.file("ckpt"), 1};
+  store.write(sample(5));
+  // Rewrite its manifest as 0.1 wrote it: the same lines under
+  // "actorflow-checkpoint 1", with the crc line recomputed.
+  auto manifest = store.path_of(5) + "/MANIFEST";
+  std::string text;
+  {
+    std::ifstream in{manifest, std::ios::binary};
+    text.assign(std::istreambuf_iterator<char>{in}, {});
+  }
+  REQUIRE(text.rfind("actorflow-checkpoint 2\n", 0) == 0);
+  text[text.find('\n') - 1] = '1';
+  auto crc_at = text.rfind("crc ");
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", masked_crc32c(text.data(), crc_at));
+  text = text.substr(0, crc_at) + "crc " + hex + "\n";
+  {
+    std::ofstream out{manifest, std::ios::binary | std::ios::trunc};
+    out << text;
+  }
+  try {
+    store.latest();
+    FAIL("latest() accepted a format-1 checkpoint");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string{e.what()}
+          == manifest
+               + ": a checkpoint of format 1, written by ActorFlow 0.1; this "
+                 "ActorFlow reads format 2 only (resume it with ActorFlow "
+                 "0.1, or start afresh with another checkpoint directory)");
+  }
+  CHECK(store.steps().empty());
+  // A new job's checkpoints (keep 1) leave it where it is; the newest
+  // checkpoint of this format is found first.
+  store.write(sample(7));
+  store.write(sample(9));
+  CHECK(fs::exists(manifest));
+  CHECK(!fs::exists(store.path_of(7)));
+  auto back = store.latest();
+  REQUIRE(back);
+  require_equal(*back, sample(9));
 }
