@@ -2,18 +2,21 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 
 #include <google/protobuf/stubs/strutil.h>
+#include <nlohmann/json.hpp>
 
-#include "apps/actorflow/json.hpp"
 #include "proto/example.pb.h"
 #include "runtime/tfrecord_reader.hpp"
 
 namespace af::cli {
 
 namespace {
+
+using json = nlohmann::ordered_json;
 
 struct inspect_args {
   std::string file;
@@ -22,45 +25,78 @@ struct inspect_args {
   std::string compression = "auto";
 };
 
-std::string json_float(float v) {
+// JSON has no NaN or infinities: inspect writes them as these strings.
+const char* nonfinite_name(float v) {
   if (std::isnan(v))
-    return "\"nan\"";
+    return "nan";
   if (std::isinf(v))
-    return v > 0 ? "\"inf\"" : "\"-inf\"";
+    return v > 0 ? "inf" : "-inf";
+  return nullptr;
+}
+
+// 9 significant digits: enough to read the same float back.
+std::string float_digits(float v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
   return buf;
 }
 
-std::string feature_json(const tf::Feature& f) {
-  std::string out;
+std::string float_text(float v) {
+  if (auto* name = nonfinite_name(v))
+    return std::string{"\""} + name + "\"";
+  return float_digits(v);
+}
+
+json float_json(float v) {
+  if (auto* name = nonfinite_name(v))
+    return name;
+  // The double nearest float_digits(v), which JSON prints with those digits.
+  return std::strtod(float_digits(v).c_str(), nullptr);
+}
+
+json feature_json(const tf::Feature& f) {
   switch (f.kind_case()) {
     case tf::Feature::kBytesList: {
-      out = "{\"bytes_list\": [";
-      bool first = true;
+      auto values = json::array();
       for (auto& v : f.bytes_list().value()) {
         std::string b64;
         google::protobuf::Base64Escape(v, &b64);
-        out += (first ? "\"" : ", \"") + b64 + "\"";
-        first = false;
+        values.push_back(std::move(b64));
       }
-      return out + "]}";
+      return {{"bytes_list", std::move(values)}};
     }
     case tf::Feature::kFloatList: {
-      out = "{\"float_list\": [";
-      for (int i = 0; i < f.float_list().value_size(); ++i)
-        out += (i ? ", " : "") + json_float(f.float_list().value(i));
-      return out + "]}";
+      auto values = json::array();
+      for (auto v : f.float_list().value())
+        values.push_back(float_json(v));
+      return {{"float_list", std::move(values)}};
     }
     case tf::Feature::kInt64List: {
-      out = "{\"int64_list\": [";
-      for (int i = 0; i < f.int64_list().value_size(); ++i)
-        out += (i ? ", " : "") + std::to_string(f.int64_list().value(i));
-      return out + "]}";
+      auto values = json::array();
+      for (auto v : f.int64_list().value())
+        values.push_back(v);
+      return {{"int64_list", std::move(values)}};
     }
     default:
-      return "{}";
+      return json::object();
   }
+}
+
+// `j` on one line, with a space after every comma and colon (the layout
+// inspect --json has always printed, which tests and docs quote).
+std::string json_line(const json& j) {
+  if (j.is_object() || j.is_array()) {
+    std::string out = j.is_object() ? "{" : "[";
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it != j.begin())
+        out += ", ";
+      if (j.is_object())
+        out += json_line(it.key()) + ": ";
+      out += json_line(it.value());
+    }
+    return out + (j.is_object() ? "}" : "]");
+  }
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 // Sorted by name so that output does not depend on map order.
@@ -85,7 +121,7 @@ std::string summary(const tf::Feature& f) {
       if (f.float_list().value_size() <= 4) {
         s += " [";
         for (int i = 0; i < f.float_list().value_size(); ++i)
-          s += (i ? ", " : "") + json_float(f.float_list().value(i));
+          s += (i ? ", " : "") + float_text(f.float_list().value(i));
         s += "]";
       }
       return s;
@@ -163,17 +199,13 @@ int run_inspect(const inspect_args& a) {
     if (index >= show)
       continue;
     if (a.json) {
-      std::string line = "{\"index\": " + std::to_string(index)
-                         + ", \"offset\": "
-                         + std::to_string(reader.record_offset())
-                         + ", \"features\": {";
-      bool first = true;
-      for (auto& [name, f] : fs) {
-        line += (first ? "" : ", ") + json_string(name) + ": "
-                + feature_json(*f);
-        first = false;
-      }
-      std::printf("%s}}\n", line.c_str());
+      json features_json = json::object();
+      for (auto& [name, f] : fs)
+        features_json[name] = feature_json(*f);
+      json line = {{"index", index},
+                   {"offset", reader.record_offset()},
+                   {"features", std::move(features_json)}};
+      std::printf("%s\n", json_line(line).c_str());
     } else {
       std::printf("record %lld @%llu:\n", static_cast<long long>(index),
                   static_cast<unsigned long long>(reader.record_offset()));

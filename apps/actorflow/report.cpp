@@ -1,12 +1,24 @@
 #include "apps/actorflow/report.hpp"
 
+#include <cmath>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "actors/metrics.hpp"
-#include "apps/actorflow/json.hpp"
 #include "apps/actorflow/progress.hpp"
 
 namespace af::cli {
+
+namespace {
+
+// `v` to `digits` decimals, as many as the report has always shown.
+double rounded(double v, int digits) {
+  auto scale = std::pow(10.0, digits);
+  return std::round(v * scale) / scale;
+}
+
+} // namespace
 
 std::vector<stage_row> stage_rows(const job_progress& p) {
   std::vector<stage_row> rows;
@@ -122,35 +134,37 @@ void print_summary(std::FILE* out, const std::string& job_name,
 
 void write_report_json(std::FILE* out, const std::string& job_name,
                        const run_result& r) {
+  using json = nlohmann::ordered_json;
   auto& p = r.final;
   auto secs = p.elapsed_s > 0 ? p.elapsed_s : 1e-9;
   auto rows = stage_rows(p);
   auto b = find_bottleneck(rows);
-  std::fprintf(out,
-               "{\"job\": %s, \"ok\": %s, \"stopped\": %s, \"error\": %s,\n"
-               " \"elapsed_s\": %.3f, \"records\": %llu, \"items\": %llu, "
-               "\"bytes\": %llu, \"network_bytes\": %llu,\n \"stages\": [",
-               json_string(job_name).c_str(), r.ok ? "true" : "false",
-               r.stopped ? "true" : "false", json_string(r.error).c_str(),
-               p.elapsed_s, static_cast<unsigned long long>(p.records),
-               static_cast<unsigned long long>(p.items),
-               static_cast<unsigned long long>(p.bytes),
-               static_cast<unsigned long long>(network_bytes_of(p)));
-  for (size_t i = 0; i < rows.size(); ++i) {
-    auto& x = rows[i];
-    std::fprintf(out,
-                 "%s\n  {\"name\": %s, \"replicas\": %d, \"items_in\": %llu, "
-                 "\"items_out\": %llu, \"items_per_s\": %.3f, \"busy\": %.4f, "
-                 "\"wait_input\": %.4f, \"wait_credit\": %.4f}",
-                 i == 0 ? "" : ",", json_string(x.name).c_str(), x.replicas,
-                 static_cast<unsigned long long>(x.in),
-                 static_cast<unsigned long long>(x.out),
-                 static_cast<double>(x.out > 0 ? x.out : x.in) / secs,
-                 x.share(x.busy_s), x.share(x.wait_in_s),
-                 x.share(x.wait_credit_s));
-  }
-  std::fprintf(out, "],\n \"bottleneck\": {\"stage\": %s, \"hint\": %s}}\n",
-               json_string(b.stage).c_str(), json_string(b.hint).c_str());
+  auto stages = json::array();
+  for (auto& x : rows)
+    stages.push_back(
+      {{"name", x.name},
+       {"replicas", x.replicas},
+       {"items_in", x.in},
+       {"items_out", x.out},
+       {"items_per_s",
+        rounded(static_cast<double>(x.out > 0 ? x.out : x.in) / secs, 3)},
+       {"busy", rounded(x.share(x.busy_s), 4)},
+       {"wait_input", rounded(x.share(x.wait_in_s), 4)},
+       {"wait_credit", rounded(x.share(x.wait_credit_s), 4)}});
+  json report = {{"job", job_name},
+                 {"ok", r.ok},
+                 {"stopped", r.stopped},
+                 {"error", r.error},
+                 {"elapsed_s", rounded(p.elapsed_s, 3)},
+                 {"records", p.records},
+                 {"items", p.items},
+                 {"bytes", p.bytes},
+                 {"network_bytes", network_bytes_of(p)},
+                 {"stages", std::move(stages)},
+                 {"bottleneck", {{"stage", b.stage}, {"hint", b.hint}}}};
+  std::fprintf(out, "%s\n",
+               report.dump(1, ' ', false, json::error_handler_t::replace)
+                 .c_str());
 }
 
 } // namespace af::cli
