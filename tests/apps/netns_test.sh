@@ -142,11 +142,7 @@ case $case_name in
     node_has w3 "node: started train\[1\]"
     # Again, and w3's link is cut once train[1] has trained.
     ended_before=$(grep -c 'node: job ended' "$tmp/node-w3.err")
-    # The run's middleman, too, may leave its BASP broker behind in a
-    # cycle after the cut (indirect leaks inside CAF at exit, once in CI):
-    # lsan_caf_broker.supp says what that hides.
-    LSAN_OPTIONS="suppressions=$here/lsan_caf_broker.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
-      start_job 60 "$tmp/node-w3.err" 'train\[1\]: epoch [0-9]\+ step'
+    start_job 60 "$tmp/node-w3.err" 'train\[1\]: epoch [0-9]\+ step'
     t_cut=$(date +%s.%N)
     ip link set "${veth[w3]}" down || fail "ip link set ${veth[w3]} down"
     echo "cut w3's link (${veth[w3]} down)"

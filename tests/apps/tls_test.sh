@@ -20,9 +20,6 @@ source "$here/../support/skip.sh"
 command -v openssl >/dev/null || skip_missing "no openssl(1) to make certificates"
 # shellcheck source=nodes.sh
 source "$here/nodes.sh"
-# CAF's own TLS shutdown flaw may leave its objects behind at exit (see
-# the file): leak reports through CAF's libraries are suppressed here.
-export LSAN_OPTIONS="suppressions=$here/lsan_caf_broker.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 NODE_WATCHDOG_S=110
 helpers=()   # other processes started here (silent peers)
 cleanup() {
