@@ -8,8 +8,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "actors/model_feed.hpp"
+#include "actors/host_batch.hpp"
 #include "actors/training_spec.hpp"
+#include "runtime/ps_client.hpp"
 
 namespace af {
 
@@ -71,7 +72,7 @@ public:
     model_ = std::make_unique<gpu::model>(spec_.model, *dev_);
     client_ = std::make_unique<ps_client>(*info.context->system,
                                           info.context->service(ps_service),
-                                          spec_, ps_observer,
+                                          spec_.params, ps_observer,
                                           info.context->coordinator);
   }
 

@@ -7,9 +7,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "actors/model_feed.hpp"
+#include "actors/host_batch.hpp"
 #include "actors/record_id_log.hpp"
 #include "actors/training_spec.hpp"
+#include "runtime/ps_client.hpp"
 #include "runtime/random.hpp"
 #include "runtime/state_io.hpp"
 
@@ -77,7 +78,7 @@ public:
     model_ = std::make_unique<gpu::model>(spec_.model, *dev_);
     client_ = std::make_unique<ps_client>(*info.context->system,
                                           info.context->service(ps_service),
-                                          spec_, info.replica,
+                                          spec_.params, info.replica,
                                           info.context->coordinator);
     // Registered before any data flows, so that the shards count this
     // worker from the first clock on (and notice if it dies early).

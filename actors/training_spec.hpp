@@ -13,13 +13,10 @@
 #include "gpu/model.hpp"
 #include "gpu/optimizer.hpp"
 #include "proto/topology.pb.h"
+#include "runtime/ps.hpp"
 #include "runtime/registry.hpp"
 
 namespace af {
-
-/// The name under which the job's parameter-server shards are a service
-/// (job_context::service).
-inline constexpr const char* ps_service = "ps";
 
 struct training_spec {
   gpu::model_spec model;

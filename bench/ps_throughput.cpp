@@ -55,11 +55,11 @@
 #include <caf/send.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/model_feed.hpp"
 #include "actors/ps_shard.hpp"
 #include "actors/training_spec.hpp"
 #include "gpu/device.hpp"
 #include "gpu/model.hpp"
+#include "runtime/ps_client.hpp"
 #include "runtime/system.hpp"
 
 extern char** environ;
@@ -354,7 +354,7 @@ struct ps_side {
       dev->upload(model->grad(i).get(), g.data(), g.size() * sizeof(float));
       bytes += g.size() * sizeof(float);
     }
-    client = std::make_unique<ps_client>(sys, shards, spec, 0);
+    client = std::make_unique<ps_client>(sys, shards, spec.params, 0);
     client->join();
   }
 

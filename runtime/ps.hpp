@@ -104,6 +104,10 @@ using ps_lost_atom = caf::atom_constant<caf::atom("ps_lost")>;
 using ps_watch_atom = caf::atom_constant<caf::atom("ps_watch")>;
 using ps_gone_atom = caf::atom_constant<caf::atom("ps_gone")>;
 
+/// The name under which the job's parameter-server shards are a service
+/// (job_context::service); shard k is "ps[k]".
+inline constexpr const char* ps_service = "ps";
+
 /// The worker id of pulls that never wait and are not counted in clocks.
 constexpr uint32_t ps_observer = std::numeric_limits<uint32_t>::max();
 

@@ -9,8 +9,9 @@
 #include <caf/send.hpp>
 
 #include "actors/evaluator.hpp"
-#include "actors/model_feed.hpp"
+#include "actors/host_batch.hpp"
 #include "actors/ps_shard.hpp"
+#include "runtime/ps_client.hpp"
 #include "runtime/random.hpp"
 #include "tests/support/harness.hpp"
 
@@ -405,7 +406,7 @@ TEST_CASE_METHOD(training_fixture, "top-k error feedback holds back no "
   }
   auto dev = gpu::make_cpu_device();
   gpu::model m{spec.model, *dev};
-  ps_client client{sys, shards, spec, 0};
+  ps_client client{sys, shards, spec.params, 0};
   client.join();
   auto values = [&] {
     std::vector<float> all;

@@ -399,7 +399,7 @@ PY
     # 16-byte records into a model whose input_shape is [32].
     run_limited 30 run "$data/train_bad_shape.pbtxt"; expect_rc 1
     expect_out "job 'train-bad-shape' failed"
-    expect_err "^actorflow: stage train\[0\] failed: .*field 'x' has 16 values per record (shape 16), the model's input_shape 32 needs 32$"
+    expect_err "^actorflow: stage train\[0\] failed: .*field 'x' has 16 values per record (shape \[16\]), the model's input_shape \[32\] needs 32$"
     ! grep -q 'AddressSanitizer\|LeakSanitizer\|terminate called' "$tmp/err" || fail "crashed"
     ;;
   train_lost_trainer)

@@ -1,63 +1,23 @@
-// What the trainer and the evaluator share: turning a batch into the
-// model's host-side inputs (with the checks that give bad data a clear
-// error), and the worker side of the parameter-server protocol
-// (runtime/ps.hpp): register, pull into a model, push gradients, done.
+// The worker side of the parameter-server protocol (runtime/ps.hpp): what a
+// trainer or an evaluator calls to register with the shards, pull the
+// parameters into a model, push gradients and say done. The shards are
+// actors/ps_shard.hpp; ps_dense_slice and ps_row_shard (ps.hpp) are the
+// slicer both sides cut variables with.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/training_spec.hpp"
 #include "gpu/model.hpp"
-#include "runtime/batch.hpp"
 #include "runtime/ps.hpp"
 
 namespace af {
-
-/// One batch as the model takes it.
-struct host_batch {
-  int n = 0;
-  uint64_t epoch = 0;
-  std::vector<float> x;         // dense inputs [n, input...]
-  std::vector<int32_t> local;   // embedding inputs: local rows [n, F]
-  std::vector<int64_t> rows;    // embedding: table row of each local row
-  std::vector<int32_t> classes; // softmax labels
-  std::vector<float> binary;    // sigmoid labels, 0 or 1
-  std::vector<float> reference; // optional reference scores
-
-  const void* input() const noexcept {
-    return local.empty() ? static_cast<const void*>(x.data()) : local.data();
-  }
-  size_t input_bytes() const noexcept {
-    return local.empty() ? x.size() * sizeof(float)
-                         : local.size() * sizeof(int32_t);
-  }
-  const void* labels() const noexcept {
-    return classes.empty() ? static_cast<const void*>(binary.data())
-                           : classes.data();
-  }
-  size_t label_bytes() const noexcept {
-    return classes.empty() ? binary.size() * sizeof(float)
-                           : classes.size() * sizeof(int32_t);
-  }
-};
-
-/// Converts `b` into `out`. u8 inputs are scaled to [0, 1]; images shaped
-/// [height, width, channels] (image_decode's layout) are transposed to the
-/// [channels, height, width] of an input_shape that says so; i64 ids (an
-/// embedding first layer) are checked against the table and mapped to
-/// local rows. Throws af::input_error naming the field, the record and the
-/// value when the batch does not fit the model (bad data fails the job even
-/// though a trainer replica may otherwise fail alone). `reference`: a field
-/// to copy as f32 into out.reference, or "".
-void to_host(const training_spec& spec, const batch& b, host_batch& out,
-             const std::string& reference = "");
 
 /// The worker side of the PS protocol, over a scoped actor: the calls
 /// block, so they run on a trainer's or evaluator's own thread.
@@ -69,8 +29,11 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
 /// coordinator cannot restore the shard.
 class ps_client {
 public:
+  /// `params`: every variable of the model, in gpu::param_specs() order
+  /// (the ps_slice::var numbering), as the shards have them. Throws
+  /// std::invalid_argument when `shards` is empty.
   ps_client(caf::actor_system& sys, std::vector<caf::actor> shards,
-            const training_spec& spec, uint32_t worker,
+            std::vector<gpu::param_spec> params, uint32_t worker,
             caf::actor coordinator = {});
   ~ps_client();
 
@@ -133,7 +96,7 @@ public:
   uint64_t read_version() const noexcept;
 
 private:
-  struct impl;
+  struct impl; // runtime/ps_client_impl.hpp
   std::unique_ptr<impl> impl_;
 };
 

@@ -1,0 +1,56 @@
+// What the trainer and the evaluator share: turning a batch into the
+// model's host-side inputs, with the checks that give bad data a clear
+// error. (The worker side of the parameter-server protocol, which they
+// share too, is runtime/ps_client.hpp.)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/training_spec.hpp"
+#include "runtime/batch.hpp"
+
+namespace af {
+
+/// One batch as the model takes it.
+struct host_batch {
+  int n = 0;
+  uint64_t epoch = 0;
+  std::vector<float> x;         // dense inputs [n, input...]
+  std::vector<int32_t> local;   // embedding inputs: local rows [n, F]
+  std::vector<int64_t> rows;    // embedding: table row of each local row
+  std::vector<int32_t> classes; // softmax labels
+  std::vector<float> binary;    // sigmoid labels, 0 or 1
+  std::vector<float> reference; // optional reference scores
+
+  const void* input() const noexcept {
+    return local.empty() ? static_cast<const void*>(x.data()) : local.data();
+  }
+  size_t input_bytes() const noexcept {
+    return local.empty() ? x.size() * sizeof(float)
+                         : local.size() * sizeof(int32_t);
+  }
+  const void* labels() const noexcept {
+    return classes.empty() ? static_cast<const void*>(binary.data())
+                           : classes.data();
+  }
+  size_t label_bytes() const noexcept {
+    return classes.empty() ? binary.size() * sizeof(float)
+                           : classes.size() * sizeof(int32_t);
+  }
+};
+
+/// Converts `b` into `out`. u8 inputs are scaled to [0, 1]; images shaped
+/// [height, width, channels] (image_decode's layout) are transposed to the
+/// [channels, height, width] of an input_shape that says so; i64 ids (an
+/// embedding first layer) are checked against the table and mapped to
+/// local rows. Throws af::input_error naming the field, the record and the
+/// value when the batch does not fit the model (bad data fails the job even
+/// though a trainer replica may otherwise fail alone). `reference`: a field
+/// to copy as f32 into out.reference, or "".
+void to_host(const training_spec& spec, const batch& b, host_batch& out,
+             const std::string& reference = "");
+
+} // namespace af
