@@ -1,5 +1,6 @@
 // The job's own part of a checkpoint ("job"), written by the coordinator
-// (runtime/job.cpp) next to the stages' parts and read back on --resume.
+// (runtime/checkpoint_round.cpp) next to the stages' parts and read back
+// on --resume (runtime/job.cpp).
 #pragma once
 
 #include <cstdint>
