@@ -9,10 +9,22 @@ namespace af {
 
 namespace {
 
+struct batcher_config {
+  int64_t batch_size = 0; // records per batch; required
+  bool drop_remainder = false; // drop each epoch's incomplete last batch
+};
+
+batcher_config config_of(const topology::Stage& s) {
+  batcher_config c;
+  c.batch_size = s.batcher().batch_size();
+  c.drop_remainder = s.batcher().drop_remainder();
+  return c;
+}
+
 class batcher : public stage_logic {
 public:
-  batcher(int64_t batch_size, bool drop_remainder)
-    : batch_size_(batch_size), drop_remainder_(drop_remainder) {}
+  explicit batcher(const batcher_config& cfg)
+    : batch_size_(cfg.batch_size), drop_remainder_(cfg.drop_remainder) {}
 
   void process(batch&& item, emitter& out) override {
     auto n = item.records();
@@ -138,8 +150,7 @@ stage_type batcher_type() {
     return {};
   };
   t.make = [](const stage_info&, const topology::Stage& s) {
-    return std::make_shared<batcher>(s.batcher().batch_size(),
-                                     s.batcher().drop_remainder());
+    return std::make_shared<batcher>(config_of(s));
   };
   return t;
 }

@@ -11,19 +11,36 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
+#include "runtime/topology.hpp"
+
 namespace af {
 
 namespace {
 
+struct cache_config {
+  int64_t epochs = 2; // passes: the first from the input, the rest replayed
+  uint64_t max_memory_bytes = uint64_t{1} << 30; // then the spill file
+  std::string spill_dir; // of the spill file; empty: $TMPDIR, else /tmp
+};
+
+cache_config config_of(const topology::Stage& s) {
+  auto& p = s.cache();
+  cache_config c;
+  if (p.has_epochs())
+    c.epochs = p.epochs();
+  if (p.has_max_memory_bytes())
+    c.max_memory_bytes = static_cast<uint64_t>(p.max_memory_bytes());
+  c.spill_dir = p.spill_dir();
+  return c;
+}
+
 class cache : public stage_logic {
 public:
-  cache(const stage_info& info, const topology::CacheConfig& cfg)
+  cache(const stage_info& info, const cache_config& cfg)
     : label_(info.label()),
-      epochs_(cfg.has_epochs() ? cfg.epochs() : 2),
-      max_memory_(cfg.has_max_memory_bytes()
-                    ? static_cast<uint64_t>(cfg.max_memory_bytes())
-                    : uint64_t{1} << 30),
-      spill_dir_(cfg.spill_dir()) {
+      epochs_(cfg.epochs),
+      max_memory_(cfg.max_memory_bytes),
+      spill_dir_(cfg.spill_dir) {
     if (spill_dir_.empty()) {
       auto* tmp = std::getenv("TMPDIR");
       spill_dir_ = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
@@ -173,12 +190,12 @@ stage_type cache_type() {
       return "cache.epochs must be >= 1";
     if (p.has_max_memory_bytes() && p.max_memory_bytes() < 0)
       return "cache.max_memory_bytes must be >= 0";
-    if (s.has_replicas() && s.replicas() != 1)
+    if (replicas_of(s) != 1)
       return "a cache has exactly one replica";
     return {};
   };
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<cache>(info, s.cache());
+    return std::make_shared<cache>(info, config_of(s));
   };
   return t;
 }

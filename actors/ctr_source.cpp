@@ -10,16 +10,16 @@ namespace af {
 namespace {
 
 struct ctr_config {
-  int64_t records = 100000;
-  int64_t features = 8;
-  int64_t vocabulary = 1000;
-  double weight_scale = 1.0;
-  double bias = -1.0;
-  int64_t model_seed = 1;
-  int64_t split_seed = 0;
+  int64_t records = 100000; // per epoch
+  int64_t features = 8; // categorical features (ids) per record
+  int64_t vocabulary = 1000; // ids per feature
+  double weight_scale = 1.0; // standard deviation of the planted weights
+  double bias = -1.0; // added to every logit
+  int64_t model_seed = 1; // of the planted weights
+  int64_t split_seed = 0; // another value: another split of the same model
   int64_t epochs = 1;
   int64_t records_per_item = 256;
-  double zipf = 1.1;
+  double zipf = 1.1; // skew of the id frequencies; 0: uniform
 };
 
 ctr_config config_of(const topology::Stage& s) {

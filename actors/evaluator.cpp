@@ -11,6 +11,7 @@
 #include "actors/host_batch.hpp"
 #include "actors/training_spec.hpp"
 #include "runtime/ps_client.hpp"
+#include "runtime/topology.hpp"
 
 namespace af {
 
@@ -46,9 +47,9 @@ double roc_auc(const std::vector<float>& scores,
 namespace {
 
 struct evaluator_config {
-  int64_t every_steps = 0;
-  std::string device = "cpu";
-  std::string reference;
+  int64_t every_steps = 0; // pushes applied between evaluations; 0: at the end
+  std::string device = "cpu"; // as the trainer's
+  std::string reference; // f32 field of reference scores; empty: none
 };
 
 evaluator_config config_of(const topology::Stage& s) {
@@ -232,7 +233,7 @@ std::string check(const topology::Stage& s) {
   if (!valid_device_spec(c.device))
     return "device must be \"cpu\", \"cuda\" or \"cuda:N\", got \"" + c.device
            + "\"";
-  if (s.has_replicas() && s.replicas() != 1)
+  if (replicas_of(s) != 1)
     return "an evaluator has one replica";
   return {};
 }

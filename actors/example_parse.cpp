@@ -47,22 +47,37 @@ const char* kind_name(tf::Feature::KindCase k) {
   }
 }
 
+struct parse_config {
+  std::string input = "record"; // the field of serialized tf.Examples
+  bool keep_input = false; // keep that field in the output
+  std::vector<feature_spec> features; // required, at least one
+};
+
+parse_config config_of(const topology::Stage& s) {
+  auto& p = s.example_parse();
+  parse_config c;
+  if (!p.input().empty())
+    c.input = p.input();
+  c.keep_input = p.keep_input();
+  for (auto& f : p.feature()) {
+    feature_spec spec;
+    spec.name = f.name();
+    spec.type = f.type() == "bytes"   ? feature_type::bytes
+                : f.type() == "float" ? feature_type::floats
+                                      : feature_type::int64s;
+    spec.shape.assign(f.shape().begin(), f.shape().end());
+    for (auto d : spec.shape)
+      spec.values *= d;
+    c.features.push_back(std::move(spec));
+  }
+  return c;
+}
+
 class example_parse : public stage_logic {
 public:
-  explicit example_parse(const topology::ExampleParseConfig& cfg)
-    : input_(cfg.input().empty() ? "record" : cfg.input()),
-      keep_input_(cfg.keep_input()) {
-    for (auto& f : cfg.feature()) {
-      feature_spec spec;
-      spec.name = f.name();
-      spec.type = f.type() == "bytes"   ? feature_type::bytes
-                  : f.type() == "float" ? feature_type::floats
-                                        : feature_type::int64s;
-      spec.shape.assign(f.shape().begin(), f.shape().end());
-      for (auto d : spec.shape)
-        spec.values *= d;
-      specs_.push_back(std::move(spec));
-    }
+  explicit example_parse(parse_config cfg)
+    : input_(std::move(cfg.input)), keep_input_(cfg.keep_input),
+      specs_(std::move(cfg.features)) {
     found_.resize(specs_.size());
   }
 
@@ -358,7 +373,7 @@ stage_type example_parse_type() {
   t.description = "parses tf.Example records into typed feature tensors";
   t.check = check;
   t.make = [](const stage_info&, const topology::Stage& s) {
-    return std::make_shared<example_parse>(s.example_parse());
+    return std::make_shared<example_parse>(config_of(s));
   };
   return t;
 }

@@ -16,21 +16,21 @@ namespace {
 enum class geometry { resize, center_crop, random_resized_crop };
 
 struct decode_config {
-  std::string input = "image";
-  std::string output;
-  int channels = 3;
+  std::string input = "image"; // bytes field in
+  std::string output; // tensor field out; unset: the input's name
+  int channels = 3; // 1 (gray) or 3 (RGB)
   geometry op = geometry::resize;
-  int height = 0, width = 0;
-  double scale_lo = 0.08, scale_hi = 1.0;
-  double ratio_lo = 3.0 / 4.0, ratio_hi = 4.0 / 3.0;
-  double crop_fraction = 0.875;
-  bool flip = false;
-  float mean[3] = {0, 0, 0};
+  int height = 0, width = 0; // of the output; required
+  double scale_lo = 0.08, scale_hi = 1.0; // random_resized_crop: area
+  double ratio_lo = 3.0 / 4.0, ratio_hi = 4.0 / 3.0; // ... aspect ratio
+  double crop_fraction = 0.875; // center_crop: of the largest centered crop
+  bool flip = false; // flip half of the images horizontally
+  float mean[3] = {0, 0, 0}; // per channel: out = (v / 255 - mean) / stddev
   float stddev[3] = {1, 1, 1};
-  bool as_u8 = false;
-  uint64_t max_pixels = 64000000;
-  bool skip_errors = false;
-  bool fast_dct = false;
+  bool as_u8 = false; // keep bytes, no normalization (dtype "u8")
+  uint64_t max_pixels = 64000000; // larger images are refused undecoded
+  bool skip_errors = false; // skip (and count) images that do not decode
+  bool fast_dct = false; // libjpeg-turbo's fast integer DCT
 };
 
 decode_config config_of(const topology::Stage& s) {
@@ -226,7 +226,10 @@ std::string check(const topology::Stage& s) {
   if ((p.scale_size() != 0 && p.scale_size() != 2)
       || (p.ratio_size() != 0 && p.ratio_size() != 2))
     return "image_decode.scale and ratio take two values (low, high)";
-  auto channels = p.has_channels() ? p.channels() : 3;
+  // Not config_of(s): it would index the lists before their sizes are
+  // checked.
+  auto channels =
+    p.has_channels() ? p.channels() : int64_t{decode_config{}.channels};
   for (auto* list : {&p.mean(), &p.std()})
     if (list->size() != 0 && list->size() != 1 && list->size() != channels)
       return "image_decode.mean and std take 1 or `channels` values";

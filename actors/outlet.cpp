@@ -15,7 +15,16 @@ namespace af {
 
 namespace {
 
-constexpr int64_t default_in_flight = 4;
+struct outlet_config {
+  int64_t in_flight = 4; // batches delivered and not yet answered
+};
+
+outlet_config config_of(const topology::Stage& s) {
+  outlet_config c;
+  if (s.outlet().has_in_flight())
+    c.in_flight = s.outlet().in_flight();
+  return c;
+}
 
 class outlet : public stage_logic {
 public:
@@ -108,11 +117,10 @@ stage_type outlet_type() {
         + "\"] to the actor that receives its batches (outlets serve "
           "applications that embed ActorFlow, docs/embedding.md; `actorflow "
           "run` has none)");
-    auto in_flight = s.outlet().has_in_flight() ? s.outlet().in_flight()
-                                                : default_in_flight;
+    auto cfg = config_of(s);
     return std::make_shared<outlet>(*info.context->system, info.name,
                                     it->second,
-                                    static_cast<size_t>(in_flight));
+                                    static_cast<size_t>(cfg.in_flight));
   };
   return t;
 }

@@ -10,14 +10,29 @@ namespace af {
 
 namespace {
 
+struct shuffle_config {
+  int64_t buffer_size = 0; // records drawn from; required
+  int64_t records_per_item = 64; // of the output
+  bool same_order_each_epoch = false; // else a new order each epoch
+};
+
+shuffle_config config_of(const topology::Stage& s) {
+  auto& p = s.shuffle();
+  shuffle_config c;
+  c.buffer_size = p.buffer_size();
+  if (p.has_records_per_item())
+    c.records_per_item = p.records_per_item();
+  c.same_order_each_epoch = p.same_order_each_epoch();
+  return c;
+}
+
 class shuffle : public stage_logic {
 public:
-  shuffle(const stage_info& info, int64_t buffer_size,
-          int64_t records_per_item, bool same_order)
+  shuffle(const stage_info& info, const shuffle_config& cfg)
     : seed_(mix64(info.seed ^ mix64(info.replica))),
-      buffer_size_(buffer_size),
-      per_item_(records_per_item),
-      same_order_(same_order),
+      buffer_size_(cfg.buffer_size),
+      per_item_(cfg.records_per_item),
+      same_order_(cfg.same_order_each_epoch),
       rng_(seed_, 0, 0) {}
 
   void process(batch&& item, emitter& out) override {
@@ -175,11 +190,7 @@ stage_type shuffle_type() {
     return {};
   };
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    auto& p = s.shuffle();
-    return std::make_shared<shuffle>(
-      info, p.buffer_size(),
-      p.has_records_per_item() ? p.records_per_item() : 64,
-      p.same_order_each_epoch());
+    return std::make_shared<shuffle>(info, config_of(s));
   };
   return t;
 }

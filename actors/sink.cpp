@@ -5,20 +5,35 @@
 #include "actors/record_id_log.hpp"
 #include "runtime/busy_work.hpp"
 #include "runtime/state_io.hpp"
+#include "runtime/topology.hpp"
 
 namespace af {
 
 namespace {
 
+struct sink_config {
+  int64_t work_ns_per_item = 0; // busy work, to model a slow consumer
+  std::string record_ids; // file listing the records consumed; empty: off
+  std::string record_id_field = "index"; // the batch field of their ids
+};
+
+sink_config config_of(const topology::Stage& s) {
+  auto& p = s.sink();
+  sink_config c;
+  c.work_ns_per_item = p.work_ns_per_item();
+  c.record_ids = p.record_ids();
+  if (!p.record_id_field().empty())
+    c.record_id_field = p.record_id_field();
+  return c;
+}
+
 class sink : public stage_logic {
 public:
-  sink(const stage_info& info, const topology::SinkConfig& cfg)
-    : work_ns_(cfg.work_ns_per_item()) {
-    if (!cfg.record_ids().empty())
+  sink(const stage_info& info, const sink_config& cfg)
+    : work_ns_(cfg.work_ns_per_item) {
+    if (!cfg.record_ids.empty())
       ids_ = std::make_unique<record_id_log>(
-        cfg.record_ids(),
-        cfg.record_id_field().empty() ? "index" : cfg.record_id_field(),
-        info.replica, info.label());
+        cfg.record_ids, cfg.record_id_field, info.replica, info.label());
   }
 
   void process(batch&& item, emitter&) override {
@@ -70,12 +85,11 @@ stage_type sink_type() {
     if (s.sink().work_ns_per_item() < 0)
       return "work_ns_per_item must be >= 0";
     if (!s.sink().record_ids().empty())
-      return record_id_log::check(s.sink().record_ids(),
-                                  s.has_replicas() ? s.replicas() : 1);
+      return record_id_log::check(s.sink().record_ids(), replicas_of(s));
     return {};
   };
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<sink>(info, s.sink());
+    return std::make_shared<sink>(info, config_of(s));
   };
   return t;
 }

@@ -9,11 +9,11 @@ namespace af {
 namespace {
 
 struct source_config {
-  int64_t records = 100000;
-  int64_t record_bytes = 64;
+  int64_t records = 100000; // per epoch
+  int64_t record_bytes = 64; // of tensor "x" per record
   int64_t records_per_item = 64;
   int64_t epochs = 1;
-  int64_t classes = 10;
+  int64_t classes = 10; // of tensor "label": the record's index mod classes
 };
 
 source_config config_of(const topology::Stage& s) {

@@ -2,6 +2,7 @@
 
 #include "runtime/rows.hpp"
 #include "runtime/state_io.hpp"
+#include "runtime/topology.hpp"
 
 namespace af {
 
@@ -16,6 +17,17 @@ batch slice(const batch& b, int64_t from, int64_t to) {
   out.seq = b.seq;
   out.epoch = b.epoch;
   return out;
+}
+
+// The options of both stages.
+struct count_config {
+  int64_t count = 0; // records passed (take) or dropped (skip); required
+};
+
+count_config config_of(const topology::Stage& s, bool take) {
+  count_config c;
+  c.count = take ? s.take().count() : s.skip().count();
+  return c;
 }
 
 // Both stages number what they pass on 0, 1, 2, ... so that sequence
@@ -97,16 +109,17 @@ stage_type make_type(const char* name, bool take) {
     auto& p = take ? s.take() : s.skip();
     if (!p.has_count() || p.count() < 0)
       return std::string{name} + ".count is required and must be >= 0";
-    if (s.has_replicas() && s.replicas() != 1)
+    if (replicas_of(s) != 1)
       return std::string{"a "} + name
              + " stage counts the whole stream and has one replica";
     return {};
   };
   t.make = [take](const stage_info&,
                   const topology::Stage& s) -> std::shared_ptr<stage_logic> {
+    auto cfg = config_of(s, take);
     if (take)
-      return std::make_shared<take_records>(s.take().count());
-    return std::make_shared<skip_records>(s.skip().count());
+      return std::make_shared<take_records>(cfg.count);
+    return std::make_shared<skip_records>(cfg.count);
   };
   return t;
 }

@@ -13,6 +13,7 @@
 #include "runtime/ps_client.hpp"
 #include "runtime/random.hpp"
 #include "runtime/state_io.hpp"
+#include "runtime/topology.hpp"
 
 namespace af {
 
@@ -21,15 +22,15 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 
 struct trainer_config {
-  std::string device = "cpu";
-  double topk_fraction = 0;
-  int64_t log_every = 100;
-  int64_t fail_at_step = 0; // 0: never
-  int64_t fail_replica = 0;
-  bool prefetch = false;
-  int64_t histogram_every = 500; // 0: never
-  std::string record_ids;          // empty: off
-  std::string record_id_field = "index";
+  std::string device = "cpu"; // "cpu", "cuda" or "cuda:N"
+  double topk_fraction = 0; // of each dense gradient pushed; 0: all of it
+  int64_t log_every = 100; // steps; 0: never
+  int64_t fail_at_step = 0; // fault injection (1-based); 0: never
+  int64_t fail_replica = 0; // the replica that fails at fail_at_step
+  bool prefetch = false; // pull the next step's parameters before pushing
+  int64_t histogram_every = 500; // steps of replica 0; 0: never
+  std::string record_ids; // file of the records trained; empty: off
+  std::string record_id_field = "index"; // the batch field of their ids
 };
 
 trainer_config config_of(const topology::Stage& s) {
@@ -363,8 +364,7 @@ std::string check(const topology::Stage& s) {
   if (c.histogram_every < 0)
     return "histogram_every_steps must be >= 0 (0: no histograms)";
   if (!c.record_ids.empty())
-    return record_id_log::check(c.record_ids,
-                                s.has_replicas() ? s.replicas() : 1);
+    return record_id_log::check(c.record_ids, replicas_of(s));
   return {};
 }
 

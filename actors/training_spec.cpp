@@ -3,6 +3,8 @@
 #include <cctype>
 #include <stdexcept>
 
+#include "runtime/topology.hpp"
+
 namespace af {
 
 namespace {
@@ -158,7 +160,7 @@ training_spec read(const topology::Topology& topo,
   t.fail_on_nonfinite = tr.on_nonfinite() == "fail";
   for (auto& s : topo.stage())
     if (s.type() == trainer_type)
-      t.workers += static_cast<uint32_t>(s.has_replicas() ? s.replicas() : 1);
+      t.workers += static_cast<uint32_t>(replicas_of(s));
   t.seed = static_cast<uint64_t>(topo.runtime().seed());
   return t;
 }

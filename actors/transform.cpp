@@ -9,10 +9,28 @@ namespace af {
 
 namespace {
 
+struct transform_config {
+  int64_t work_ns_per_record = 0; // busy work, standing in for a decoder
+  bool touch_payload = true; // read every byte, as a real transform would
+  int64_t fail_at_item = -1; // fault injection: this item fails; -1: none
+};
+
+transform_config config_of(const topology::Stage& s) {
+  auto& p = s.transform();
+  transform_config c;
+  c.work_ns_per_record = p.work_ns_per_record();
+  if (p.has_touch_payload())
+    c.touch_payload = p.touch_payload();
+  if (p.has_fail_at_item())
+    c.fail_at_item = p.fail_at_item();
+  return c;
+}
+
 class transform : public stage_logic {
 public:
-  transform(int64_t work_ns, bool touch, int64_t fail_at)
-    : work_ns_(work_ns), touch_(touch), fail_at_(fail_at) {}
+  explicit transform(const transform_config& cfg)
+    : work_ns_(cfg.work_ns_per_record), touch_(cfg.touch_payload),
+      fail_at_(cfg.fail_at_item) {}
 
   void process(batch&& item, emitter& out) override {
     if (seen_++ == fail_at_)
@@ -65,10 +83,7 @@ stage_type transform_type() {
     return {};
   };
   t.make = [](const stage_info&, const topology::Stage& s) {
-    auto& c = s.transform();
-    return std::make_shared<transform>(
-      c.work_ns_per_record(), c.has_touch_payload() ? c.touch_payload() : true,
-      c.has_fail_at_item() ? c.fail_at_item() : -1);
+    return std::make_shared<transform>(config_of(s));
   };
   return t;
 }
