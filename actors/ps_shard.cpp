@@ -1,6 +1,7 @@
-// ps_shard: the actor (spawn_ps_shard). It turns the messages of
-// runtime/ps.hpp's table into calls on a ps_shard_state, holds the response
-// promises of the requests that wait, and monitors the workers' actors.
+// ps_shard: the actor (spawn_ps_shard), a ps_shard_actor (runtime/ps.hpp's
+// table as a type). It turns those messages into calls on a ps_shard_state,
+// holds the response promises of the requests that wait, and monitors the
+// workers' actors.
 #include "actors/ps_shard.hpp"
 
 #include <map>
@@ -9,11 +10,12 @@
 #include <unordered_map>
 
 #include <caf/actor_system.hpp>
-#include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/sec.hpp>
+#include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/system_messages.hpp>
+#include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
 #include <spdlog/spdlog.h>
@@ -39,11 +41,11 @@ struct shard_actor_state {
   caf::actor restorer;
 };
 
-using shard_actor = caf::stateful_actor<shard_actor_state>;
+using shard_actor = ps_shard_actor::stateful_pointer<shard_actor_state>;
 
 // Remembers the sender as `worker`'s actor and monitors it. A pull or push
 // only claims a worker nobody spoke for yet (implicit registration).
-void track(shard_actor* self, uint32_t worker, bool claim) {
+void track(shard_actor self, uint32_t worker, bool claim) {
   if (worker == ps_observer)
     return;
   auto& st = self->state;
@@ -58,7 +60,7 @@ void track(shard_actor* self, uint32_t worker, bool claim) {
     self->monitor(caf::actor_cast<caf::actor>(sender));
 }
 
-void release(shard_actor* self) {
+void release(shard_actor self) {
   auto& st = self->state;
   auto r = st.shard->take_released();
   for (auto& [ticket, params] : r.pulls) {
@@ -82,7 +84,8 @@ caf::error invalid(std::string message) {
   return caf::make_error(caf::sec::invalid_argument, std::move(message));
 }
 
-caf::behavior ps_shard_main(shard_actor* self, ps_shard_config cfg) {
+ps_shard_actor::behavior_type ps_shard_main(shard_actor self,
+                                             ps_shard_config cfg) {
   auto& init = self->state;
   init.name =
     cfg.name.empty() ? "ps[" + std::to_string(cfg.shard) + "]" : cfg.name;
@@ -136,9 +139,12 @@ caf::behavior ps_shard_main(shard_actor* self, ps_shard_config cfg) {
         spdlog::warn("{}: worker {} joins at clock {}; its {} pushes since "
                      "clock {} are lost",
                      st.name, worker, clock, clock - had, had);
+        // The restorer (a coordinator) is dynamically typed, and CAF 0.17
+        // lets a typed actor send() only to typed ones: this is what send()
+        // does, without that check.
         if (st.restorer)
-          self->send(st.restorer, ps_lost_atom::value, st.name, worker,
-                     clock - had);
+          caf::unsafe_send_as(self, st.restorer, ps_lost_atom::value,
+                              st.name, worker, clock - had);
       }
       auto v = st.shard->register_worker(worker, clock);
       release(self);
@@ -210,10 +216,11 @@ caf::behavior ps_shard_main(shard_actor* self, ps_shard_config cfg) {
       st.shard->leave(replica, !ended);
       release(self);
     },
-    [=](ps_snapshot_atom) -> std::string {
+    [=](service_snapshot_atom) -> std::string {
       return self->state.shard->snapshot();
     },
-    [=](ps_restore_atom, const std::string& bytes) -> caf::result<uint64_t> {
+    [=](service_restore_atom,
+        const std::string& bytes) -> caf::result<uint64_t> {
       auto& st = self->state;
       try {
         st.shard->restore(bytes);
@@ -237,7 +244,8 @@ caf::actor spawn_ps_shard(caf::actor_system& sys, ps_shard_config cfg) {
                                 + ": " + err);
   auto label =
     cfg.name.empty() ? "ps shard " + std::to_string(cfg.shard) : cfg.name;
-  auto a = sys.spawn<caf::detached>(ps_shard_main, std::move(cfg));
+  auto a = caf::actor_cast<caf::actor>(
+    sys.spawn<caf::detached>(ps_shard_main, std::move(cfg)));
   census_add(a, std::move(label));
   return a;
 }

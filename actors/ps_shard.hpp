@@ -126,8 +126,10 @@ struct ps_shard_config {
 /// optimizer, a sparse variable's shape).
 std::string check(const ps_shard_config& cfg);
 
-/// Spawns a shard as a detached actor (its updates are long CPU loops).
-/// Throws std::invalid_argument with check()'s message for a bad config.
+/// Spawns a shard as a detached actor (its updates are long CPU loops), a
+/// ps_shard_actor (runtime/ps.hpp) returned as the caf::actor a service is
+/// (registry.hpp). Throws std::invalid_argument with check()'s message for
+/// a bad config.
 caf::actor spawn_ps_shard(caf::actor_system& sys, ps_shard_config cfg);
 
 /// The shard's state machine, without CAF: what the actor does with each

@@ -11,7 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/coordinator_state.hpp"
-#include "runtime/ps.hpp"
+#include "runtime/service.hpp"
 #include "runtime/stream.hpp"
 
 namespace af::coord {
@@ -128,7 +128,9 @@ void check_round(coordinator_actor* self) {
   auto id = r.id;
   for (auto& [label, handle] : st.services) {
     auto name = label;
-    self->request(handle, std::chrono::seconds{60}, ps_snapshot_atom::value)
+    self
+      ->request(caf::actor_cast<service_actor>(handle),
+                std::chrono::seconds{60}, service_snapshot_atom::value)
       .then(
         [=](std::string& bytes) {
           auto& st = self->state;

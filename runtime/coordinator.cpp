@@ -15,6 +15,7 @@
 
 #include "runtime/coordinator_state.hpp"
 #include "runtime/ps.hpp"
+#include "runtime/service.hpp"
 #include "runtime/stream.hpp"
 
 namespace af::coord {
@@ -90,7 +91,8 @@ bool tolerate(coordinator_actor* self, replica_entry& failed,
       spdlog::warn("{} failed ({}); the job goes on without it", failed.label,
                    cause);
       for (auto& [label, handle] : st.services)
-        self->send(handle, replica_lost_atom::value, failed.stage,
+        self->send(caf::actor_cast<service_actor>(handle),
+                   replica_lost_atom::value, failed.stage,
                    replica_of(failed.label));
       return true;
     }

@@ -26,7 +26,7 @@
 #include "runtime/job_part.hpp"
 #include "runtime/node.hpp"
 #include "runtime/node_connect.hpp"
-#include "runtime/ps.hpp"
+#include "runtime/service.hpp"
 #include "runtime/stream.hpp"
 
 namespace af {
@@ -216,7 +216,7 @@ struct launch {
   std::chrono::milliseconds connect_timeout;
   caf::actor coordinator;
   caf::scoped_actor self{sys};
-  std::map<std::string, caf::actor> spawners;
+  std::map<std::string, node_spawner_actor> spawners;
   std::string topology_text;
   // The coordinator's start message, filled in spawn order.
   job_layout layout;
@@ -225,7 +225,7 @@ struct launch {
 
   const std::string& text() { return topology_text_of(spec, topology_text); }
 
-  caf::actor spawner_for(const std::string& host) {
+  node_spawner_actor spawner_for(const std::string& host) {
     if (auto it = spawners.find(host); it != spawners.end())
       return it->second;
     std::string address;
@@ -272,7 +272,8 @@ void restore_service(launch& l, const resume_point& resume,
   }
   std::string failure;
   l.self
-    ->request(a, std::chrono::seconds{60}, ps_restore_atom::value, *it->second)
+    ->request(caf::actor_cast<service_actor>(a), std::chrono::seconds{60},
+              service_restore_atom::value, *it->second)
     .receive([](uint64_t) {},
              [&](caf::error& err) { failure = l.sys.render(err); });
   if (!failure.empty())

@@ -6,10 +6,10 @@
 #include <stdexcept>
 
 #include <caf/actor_system.hpp>
-#include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/system_messages.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -86,7 +86,7 @@ struct spawner_state {
   uint64_t jobs = 0;
 };
 
-using spawner_actor = caf::stateful_actor<spawner_state>;
+using spawner_actor = node_spawner_actor::stateful_pointer<spawner_state>;
 
 // The topology text a coordinator sent, parsed and checked again here
 // (this node's registry must know every type the job uses).
@@ -102,7 +102,7 @@ topology::Topology parse(const registry& reg, const std::string& text) {
   return std::move(loaded.topology->spec);
 }
 
-void remember(spawner_actor* self, const caf::actor& coordinator,
+void remember(spawner_actor self, const caf::actor& coordinator,
               const caf::actor& spawned) {
   auto& list = self->state.spawned[coordinator.address()];
   if (list.empty()) {
@@ -113,7 +113,8 @@ void remember(spawner_actor* self, const caf::actor& coordinator,
   list.push_back(spawned);
 }
 
-caf::behavior spawner_main(spawner_actor* self, const registry* reg) {
+node_spawner_actor::behavior_type spawner_main(spawner_actor self,
+                                               const registry* reg) {
   self->state.reg = reg;
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& spawned = self->state.spawned;
@@ -188,7 +189,7 @@ caf::actor spawn_node_spawner(caf::actor_system& sys, const registry& reg) {
   // actor's thread at shutdown, and a node then ignores SIGTERM. A stage
   // factory that blocks (a trainer registering with its shards) holds one
   // scheduler thread for that long.
-  auto a = sys.spawn(spawner_main, &reg);
+  auto a = caf::actor_cast<caf::actor>(sys.spawn(spawner_main, &reg));
   census_add(a, "node spawner");
   return a;
 }

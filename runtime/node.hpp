@@ -13,6 +13,13 @@
 //                                                             -> caf::actor
 //     (node_info_atom)                                        -> std::string
 //
+// topology_text, service: std::string; stage_index, replica, index:
+// uint32_t; coordinator: caf::actor; service_names: std::vector<std::string>
+// and service_actors: std::vector<caf::actor>, side by side. The answers are
+// the new stage replica or service actor (an af::service_actor); the
+// handles travel untyped, as the rest of the job holds them.
+// node_spawner_actor (below) is this table as a type.
+//
 // The spawner monitors every coordinator it served and kills the actors it
 // created for one when that coordinator goes down, so that a node is ready
 // for the next job even when a coordinator dies. Stage replicas also end
@@ -28,6 +35,8 @@
 #include <caf/actor.hpp>
 #include <caf/atom.hpp>
 #include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include "runtime/registry.hpp"
 #include "runtime/stage.hpp"
@@ -37,6 +46,17 @@ namespace af {
 using spawn_stage_atom = caf::atom_constant<caf::atom("af_spwst")>;
 using spawn_service_atom = caf::atom_constant<caf::atom("af_spwsv")>;
 using node_info_atom = caf::atom_constant<caf::atom("af_ninfo")>;
+
+/// The spawner's interface (the table above). Its down messages (the
+/// coordinators it monitors) are CAF system messages, no part of a typed
+/// interface in CAF 0.17: it takes them with set_down_handler.
+using node_spawner_actor = caf::typed_actor<
+  caf::replies_to<spawn_stage_atom, std::string, uint32_t, uint32_t,
+                  caf::actor, std::vector<std::string>,
+                  std::vector<caf::actor>>::with<caf::actor>,
+  caf::replies_to<spawn_service_atom, std::string, std::string, uint32_t,
+                  caf::actor>::with<caf::actor>,
+  caf::replies_to<node_info_atom>::with<std::string>>;
 
 /// "HOST:PORT" split; nullopt unless HOST is non-empty and PORT a number in
 /// [0, 65535] (0: any free port, for `--listen` only).
@@ -52,7 +72,8 @@ std::optional<node_address> parse_address(const std::string& text);
 /// (caf::sec::runtime_error, the message naming the replica), which fails
 /// that job's start; the spawner goes on. Publish it on a port
 /// (sys.middleman().publish) for coordinators to reach it; stop it with an
-/// exit message.
+/// exit message. The handle is a node_spawner_actor's, untyped: what
+/// coordinators connect to is published as a caf::actor.
 caf::actor spawn_node_spawner(caf::actor_system& sys, const registry& reg);
 
 /// Creates the logic of replica `replica` of stage `stage_index` (a valid

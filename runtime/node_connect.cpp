@@ -19,9 +19,10 @@ caf::io::middleman_actor node_middleman(caf::actor_system& sys) {
                                    : sys.middleman().actor_handle();
 }
 
-caf::actor connect_node(caf::scoped_actor& self, const std::string& host,
-                        const std::string& address,
-                        std::chrono::milliseconds timeout) {
+node_spawner_actor connect_node(caf::scoped_actor& self,
+                                const std::string& host,
+                                const std::string& address,
+                                std::chrono::milliseconds timeout) {
   auto& sys = self->system();
   auto where = "host '" + host + "' (" + address + ")";
   auto parsed = parse_address(address);
@@ -31,7 +32,7 @@ caf::actor connect_node(caf::scoped_actor& self, const std::string& host,
     throw std::runtime_error(where + ": this actor system has no network "
                                      "(load caf::io::middleman)");
   bool tls = sys.has_openssl_manager();
-  caf::actor spawner;
+  node_spawner_actor spawner;
   caf::error failure;
   // A handshake that CAF gave up on (middleman.connection-timeout) is
   // tried again while the connect timeout lasts: a node's only I/O
@@ -48,7 +49,7 @@ caf::actor connect_node(caf::scoped_actor& self, const std::string& host,
         [&](caf::node_id&, caf::strong_actor_ptr& ptr,
             std::set<std::string>&) {
           if (ptr)
-            spawner = caf::actor_cast<caf::actor>(std::move(ptr));
+            spawner = caf::actor_cast<node_spawner_actor>(std::move(ptr));
           else
             failure = caf::sec::no_actor_published_at_port;
         },

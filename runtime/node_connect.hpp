@@ -39,8 +39,9 @@ auto request_node(Self& self, const node_address& addr,
 /// address when the address does not parse, the actor system has no
 /// network, or the node cannot be reached; the message says what to check
 /// (the node running, TLS on one side only, certificates).
-caf::actor connect_node(caf::scoped_actor& self, const std::string& host,
-                        const std::string& address,
-                        std::chrono::milliseconds timeout);
+node_spawner_actor connect_node(caf::scoped_actor& self,
+                                const std::string& host,
+                                const std::string& address,
+                                std::chrono::milliseconds timeout);
 
 } // namespace af

@@ -30,6 +30,8 @@
 //   coordinator -> shard   (replica_lost_atom, stage, replica, ended)
 //       to a replacement, before any client is given it: each replica that
 //       has ended (ended = true) or is lost (false)
+//     (these four are the service protocol, runtime/service.hpp, that
+//     every service answers)
 //   shard -> coordinator   (ps_lost_atom, label, worker, pushes)
 //       to the last restorer: a worker joined `pushes` clocks ahead
 //   client -> coordinator  (ps_watch_atom)
@@ -42,7 +44,8 @@
 //       outstanding requests again
 //
 // version, steps, clock, pushes: uint64_t; worker, replica: uint32_t;
-// label, stage: std::string; ended: bool.
+// label, stage: std::string; ended: bool. ps_shard_actor (below) is the
+// shard's rows as a type: a message it does not list does not compile.
 //
 // Invariants (checked by tests/actors/ps_shard_test.cpp and
 // tests/runtime/ps_client_test.cpp):
@@ -82,7 +85,10 @@
 
 #include <caf/atom.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
+#include "runtime/service.hpp"
 #include "runtime/tensor.hpp"
 
 namespace af {
@@ -94,8 +100,8 @@ using ps_done_atom = caf::atom_constant<caf::atom("ps_done")>;
 using ps_pause_atom = caf::atom_constant<caf::atom("ps_pause")>;
 using ps_wait_atom = caf::atom_constant<caf::atom("ps_wait")>;
 using ps_stats_atom = caf::atom_constant<caf::atom("ps_stats")>;
-using ps_snapshot_atom = caf::atom_constant<caf::atom("ps_snap")>;
-using ps_restore_atom = caf::atom_constant<caf::atom("ps_rest")>;
+using ps_snapshot_atom = service_snapshot_atom;
+using ps_restore_atom = service_restore_atom;
 /// (ps_locate_atom, label) does not send the lost shard's handle along:
 /// CAF 0.17 holds a message that names an actor of a node it lost until it
 /// gave up routing to that node.
@@ -219,6 +225,22 @@ typename Inspector::result_type inspect(Inspector& f, ps_shard_stats& x) {
            x.pushes, x.duplicates, x.skipped, x.staleness_sum,
            x.staleness_max, x.delayed_pulls, x.rows, x.workers_lost);
 }
+
+/// What a PS client sends a shard: the client -> shard rows above.
+using ps_shard_requests = caf::typed_actor<
+  caf::replies_to<ps_register_atom, uint32_t>::with<uint64_t>,
+  caf::replies_to<ps_register_atom, uint32_t, uint64_t>::with<uint64_t>,
+  caf::replies_to<ps_pull_atom, ps_pull>::with<ps_params>,
+  caf::replies_to<ps_push_atom, ps_push>::with<ps_push_ack>,
+  caf::replies_to<ps_pause_atom, uint32_t>::with<uint64_t>,
+  caf::replies_to<ps_done_atom, uint32_t>::with<uint64_t>,
+  caf::replies_to<ps_wait_atom, uint64_t>::with<ps_progress>,
+  caf::replies_to<ps_stats_atom>::with<ps_shard_stats>>;
+/// A shard's interface: those and the service protocol (the coordinator ->
+/// shard rows). The down and exit messages CAF sends it (the workers it
+/// monitors, a link or a kill) are no part of a typed interface in CAF 0.17:
+/// the shard takes them with set_down_handler and set_exit_handler.
+using ps_shard_actor = service_actor::extend_with<ps_shard_requests>;
 
 // --- partitioning ----------------------------------------------------------
 

@@ -204,7 +204,7 @@ double ps_client::pull_wait(gpu::model& m) {
                   0.0f);
   }
   auto ask = [&](size_t i) {
-    return d.self->request(d.shards[of[i]], impl::awaited, ps_pull_atom::value,
+    return d.self->request(d.shard(of[i]), impl::awaited, ps_pull_atom::value,
                            asked[i]);
   };
   for (size_t i = 0; i < asked.size(); ++i) {
@@ -251,7 +251,7 @@ ps_progress ps_client::wait(uint64_t steps) {
   auto& d = *impl_;
   ps_progress result;
   auto ask = [&] {
-    return d.self->request(d.shards[0], impl::awaited, ps_wait_atom::value,
+    return d.self->request(d.shard(0), impl::awaited, ps_wait_atom::value,
                            steps);
   };
   auto h = ask();

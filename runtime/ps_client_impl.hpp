@@ -74,7 +74,7 @@ struct ps_client::impl {
   // The outstanding pull (pull_async): its requests (one per shard, or one
   // per part) in the order they go out; the first `pending.size()` are out.
   using pull_handle = decltype(std::declval<caf::scoped_actor&>()->request(
-    caf::actor{}, awaited, ps_pull_atom::value, ps_pull{}));
+    ps_shard_actor{}, awaited, ps_pull_atom::value, ps_pull{}));
   std::vector<pull_handle> pending;
   std::vector<ps_pull> pending_req;     // all of them, kept to ask again
   std::vector<uint32_t> pending_shard;  // the shard of each
@@ -83,7 +83,7 @@ struct ps_client::impl {
   std::chrono::steady_clock::time_point pull_begin;
   // The outstanding push: its messages (one per shard, or one per part).
   using push_handle = decltype(std::declval<caf::scoped_actor&>()->request(
-    caf::actor{}, awaited, ps_push_atom::value, ps_push{}));
+    ps_shard_actor{}, awaited, ps_push_atom::value, ps_push{}));
   std::vector<push_handle> pushes;
   std::vector<ps_push> pushes_req;     // kept to send again
   std::vector<uint32_t> pushes_shard;  // the shard of each
@@ -95,6 +95,11 @@ struct ps_client::impl {
        std::vector<gpu::param_spec> ps, uint32_t w, caf::actor c);
 
   bool remote(uint32_t s) const { return shards[s].node() != self->node(); }
+  // Shard s to send to: the handles come as services (caf::actor), and the
+  // typed one checks each request against runtime/ps.hpp's table.
+  ps_shard_actor shard(size_t s) const {
+    return caf::actor_cast<ps_shard_actor>(shards[s]);
+  }
   static uint64_t bytes_of(const std::vector<ps_slice>& slices) {
     uint64_t n = 0;
     for (auto& sl : slices)
@@ -125,7 +130,7 @@ struct ps_client::impl {
   template <class Atom, class Ok>
   void ask_each(Atom atom, Ok ok) {
     for (size_t s = 0; s < shards.size(); ++s) {
-      auto ask = [&] { return self->request(shards[s], awaited, atom, worker); };
+      auto ask = [&] { return self->request(shard(s), awaited, atom, worker); };
       auto h = ask();
       await(s, h, ask, [&](uint64_t version) { ok(s, version); });
     }
@@ -134,7 +139,7 @@ struct ps_client::impl {
   // --- pull (ps_client.cpp) --------------------------------------------
 
   void send_pull(size_t i) {
-    pending.push_back(self->request(shards[pending_shard[i]], awaited,
+    pending.push_back(self->request(shard(pending_shard[i]), awaited,
                                     ps_pull_atom::value, pending_req[i]));
   }
   // The requests of a pull as worker clock `clock`, in the order they go

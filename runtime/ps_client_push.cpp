@@ -281,7 +281,7 @@ void ps_client::impl::send_push(std::vector<ps_push> messages,
   for (size_t j = 0; j < messages.size(); ++j) {
     if (remote(to[j]))
       network_bytes += bytes_of(messages[j].grads);
-    pushes.push_back(self->request(shards[to[j]], awaited,
+    pushes.push_back(self->request(shard(to[j]), awaited,
                                    ps_push_atom::value, messages[j]));
   }
   failpoint("ps.push.sent");
@@ -306,7 +306,7 @@ void ps_client::impl::collect_acks(push_result& result) {
     await(
       of[i], waiting[i],
       [&] {
-        return self->request(shards[of[i]], awaited, ps_push_atom::value,
+        return self->request(shard(of[i]), awaited, ps_push_atom::value,
                              sent[i]);
       },
       [&](const ps_push_ack& ack) {

@@ -79,7 +79,7 @@ void ps_client::impl::probe(size_t s) {
 
 bool ps_client::impl::answers_stats(size_t s, caf::error& failure) {
   bool answered = false;
-  self->request(shards[s], patience, ps_stats_atom::value)
+  self->request(shard(s), patience, ps_stats_atom::value)
     .receive([&](ps_shard_stats&) { answered = true; },
              [&](caf::error& err) { failure = std::move(err); });
   return answered;
@@ -137,7 +137,7 @@ void ps_client::impl::rejoin(size_t s, caf::actor fresh) {
     return;
   caf::error failure;
   self
-    ->request(shards[s], locate_patience, ps_register_atom::value, worker,
+    ->request(shard(s), locate_patience, ps_register_atom::value, worker,
               clock)
     .receive([&](uint64_t version) { read_version[s] = version; },
              [&](caf::error& err) { failure = std::move(err); });

@@ -16,6 +16,7 @@
 #include "runtime/node.hpp"
 #include "runtime/node_connect.hpp"
 #include "runtime/ps.hpp"
+#include "runtime/service.hpp"
 #include "runtime/stream.hpp"
 
 namespace af::coord {
@@ -54,8 +55,9 @@ void finish_restore(coordinator_actor* self, const std::string& label,
   st.restoring.erase(it);
   for (auto& rep : st.replicas)
     if (rep.done || rep.down || rep.failed)
-      self->send(fresh, replica_lost_atom::value, rep.stage,
-                 replica_of(rep.label), rep.done && !rep.failed);
+      self->send(caf::actor_cast<service_actor>(fresh),
+                 replica_lost_atom::value, rep.stage, replica_of(rep.label),
+                 rep.done && !rep.failed);
   for (auto& [name, handle] : st.services)
     if (name == label)
       handle = fresh;
@@ -102,7 +104,9 @@ void load_restored(coordinator_actor* self, const std::string& label,
     return;
   }
   auto step = c->step;
-  self->request(fresh, std::chrono::seconds{60}, ps_restore_atom::value, *bytes)
+  self
+    ->request(caf::actor_cast<service_actor>(fresh), std::chrono::seconds{60},
+              service_restore_atom::value, *bytes)
     .then(
       [=](uint64_t) { finish_restore(self, label, host, fresh, true, step); },
       [=](caf::error& err) {
@@ -178,7 +182,8 @@ void try_restore(coordinator_actor* self, const std::string& label,
         auto& st = self->state;
         auto& home = st.plan->by_label[label];
         self
-          ->request(caf::actor_cast<caf::actor>(ptr), std::chrono::seconds{60},
+          ->request(caf::actor_cast<node_spawner_actor>(ptr),
+                    std::chrono::seconds{60},
                     spawn_service_atom::value, st.plan->topology_text,
                     home.service, home.index,
                     caf::actor_cast<caf::actor>(self))

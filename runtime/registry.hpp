@@ -11,6 +11,7 @@
 #include "proto/topology.pb.h"
 #include <caf/actor.hpp>
 
+#include "runtime/service.hpp"
 #include "runtime/stage.hpp"
 
 namespace af {
@@ -71,12 +72,19 @@ struct stage_type {
 /// (the parameter-server shards). Stages find them by name through
 /// stage_info::context; the job ends them after the last stage ended, and a
 /// service actor that goes down earlier fails the job.
+///
+/// A service actor must implement af::service_actor (runtime/service.hpp):
+/// answer snapshot with its part of a checkpoint and restore with its
+/// version, and take both replica_lost variants. The job asks every service
+/// at each checkpoint round, on --resume and when it restores a lost one.
 struct service_type {
   std::string name;
   /// How many actors this topology needs (0: the service is not used).
   /// Must not throw.
   std::function<uint32_t(const topology::Topology&)> count;
-  /// Spawns actor `index` (< count). May throw std::exception. Runs in the
+  /// Spawns actor `index` (< count), an af::service_actor: the handle is
+  /// untyped because it travels as a caf::actor (job_context::service, the
+  /// node spawner's answer). May throw std::exception. Runs in the
   /// coordinator's process or on the node the actor is placed on.
   std::function<caf::actor(caf::actor_system&, const topology::Topology&,
                            uint32_t index)>

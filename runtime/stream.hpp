@@ -56,6 +56,8 @@
 #include <caf/atom.hpp>
 #include <caf/meta/type_name.hpp>
 
+#include "runtime/service.hpp" // replica_lost_atom
+
 namespace af {
 
 using open_atom = caf::atom_constant<caf::atom("af_open")>;
@@ -66,11 +68,6 @@ using wire_atom = caf::atom_constant<caf::atom("af_wire")>;
 using stop_atom = caf::atom_constant<caf::atom("af_stop")>;
 using stats_atom = caf::atom_constant<caf::atom("af_stats")>;
 using done_atom = caf::atom_constant<caf::atom("af_done")>;
-/// coordinator -> every service actor: (replica_lost_atom, stage, replica),
-/// a replica the job goes on without (stage_type::replicas_may_fail). A
-/// service may not see the replica go down itself: across hosts, two nodes
-/// may only be connected through the coordinator's.
-using replica_lost_atom = caf::atom_constant<caf::atom("af_lost")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("af_ckpt")>;
 using barrier_atom = caf::atom_constant<caf::atom("af_barr")>;
 using resume_atom = caf::atom_constant<caf::atom("af_resume")>;
