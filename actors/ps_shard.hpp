@@ -51,33 +51,37 @@
 //   - An exit with an error reason (a link's, or a kill) fails the pulls
 //     and waits that wait with sec::request_receiver_down.
 //
-// Snapshot format, version 1 (ps_shard_state::snapshot). Integers are
-// fixed-width little-endian, floats IEEE-754 binary32 as their raw bytes;
-// str = u32 length + bytes; n x T = n values of type T one after another.
+// Snapshot format (ps_shard_state::snapshot): a state frame of
+// runtime/state_io.hpp (magic, format version 2, CRC32C) with the tag
+// "ps_shard/2", whose values are, in order, through CAF's binary
+// serializer (integers big-endian; str and list = varint count, then the
+// elements; array = varint count, then the numbers as one raw block in
+// host byte order, little-endian on every platform ActorFlow builds for):
 //
-//   char[8] "AFPSSNAP", u32 format version = 1
-//   u32 shard, u32 shards, str optimizer type
-//   u64 version
-//   u64 x 8 stats: pushes, duplicates, skipped, staleness_sum,
-//           staleness_max, delayed_pulls, rows, workers_lost
-//   u32 variables, then per variable (param_specs() order):
-//     str name, u8 sparse, u32 rank, rank x i64 shape
-//     u64 n                dense: elements of this shard's slice;
-//                          sparse: rows materialised
-//     sparse only: n x i64 row ids, in the order of the values below
-//     (dense: n, sparse: n * dim) x f32 values
-//     u64 k, k x u64       optimizer step counts (dense: k = 1; rows: n)
-//     u64 a, a x f32       optimizer slot 1 (gpu::optimizer_state::arrays)
-//     u64 b, b x f32       optimizer slot 2
-//   u32 workers, per worker by ascending id: u32 id, u64 last step,
+//   ps_shard_stats (runtime/ps.hpp's inspect: shard, version, pushes,
+//       duplicates, skipped, staleness_sum, staleness_max, delayed_pulls,
+//       rows, workers_lost)
+//   u32 shards, str optimizer type
+//   list of variables (param_specs() order): str name, bool sparse,
+//       list of i64 shape,
+//       array of i64 row ids (sparse: the rows materialised, in the order
+//                             of the values; dense: empty),
+//       array of f32 values  (dense: this shard's slice; sparse: rows x dim),
+//       array of u64 optimizer step counts (dense: 1; sparse: one per row),
+//       array of f32 optimizer slot 1, array of f32 slot 2
+//       (gpu::optimizer_state::arrays)
+//   list of workers by ascending id: u32 id, u64 last step,
 //       u8 live (0 left, 1 live, 2 paused at a checkpoint cut)
-//   u32 clocks (tau = 0: pushes accepted for clocks not yet complete), per
-//       clock by ascending step: u64 step, u64 samples, u64 pushes,
-//       u64 staleness, u32 g, then g entries by ascending var:
-//     u32 var, u8 has_dense [+ slice elements x f32 summed gradient],
-//     u64 e, e x (u64 element of the slice, f32 gradient) (top-k sums),
-//     u64 r, r x (i64 row id, dim x f32 gradient) (sparse sums)
-//   u32 masked CRC32C (runtime/crc32c.hpp) of every byte before it
+//   list of clocks (tau = 0: pushes accepted for clocks not yet complete)
+//       by ascending step: u64 step, u64 samples, u64 pushes,
+//       u64 staleness, then a list of gradients by ascending var (those
+//       with any): u32 var, bool has_dense, array of f32 summed dense
+//       gradient (has_dense: the slice; else empty), list of (u64 element
+//       of the slice, f32 gradient) (top-k sums), list of (i64 row id,
+//       array of dim f32 gradient) (sparse sums)
+//
+// ActorFlow 0.1 wrote "AFPSSNAP" snapshots of its own encoding (version
+// 1); restore() refuses them naming that version.
 #pragma once
 
 #include <cstdint>

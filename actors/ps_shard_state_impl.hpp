@@ -9,9 +9,16 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <caf/binary_deserializer.hpp>
+#include <caf/deserializer.hpp>
+#include <caf/error.hpp>
+#include <caf/sec.hpp>
+#include <caf/serializer.hpp>
 
 #include "actors/ps_shard.hpp"
 
@@ -118,8 +125,110 @@ inline bool has_index(const ps_slice& s) {
   return s.index.type() == dtype::i64 || s.index.elements() > 0;
 }
 
-// Defined with the snapshot codec (ps_shard_snapshot.cpp).
-struct byte_reader;
+// --- the values of a snapshot (ps_shard_snapshot.cpp; format: ps_shard.hpp) -
+
+// Numbers saved as one raw block (host byte order, as a tensor's payload
+// travels) instead of one by one: a shard holds millions of them.
+template <class T>
+struct raw_array {
+  std::vector<T> values;
+};
+
+template <class Inspector, class T>
+typename Inspector::result_type inspect(Inspector& f, raw_array<T>& x) {
+  if constexpr (std::is_base_of<caf::serializer, Inspector>::value) {
+    auto n = x.values.size();
+    if (auto err = f.begin_sequence(n))
+      return err;
+    if (n > 0)
+      if (auto err = f.apply_raw(n * sizeof(T), x.values.data()))
+        return err;
+    return f.end_sequence();
+  } else if constexpr (std::is_base_of<caf::deserializer, Inspector>::value) {
+    size_t n = 0;
+    if (auto err = f.begin_sequence(n))
+      return err;
+    // Never allocate more than the bytes can hold.
+    if (auto* bin = dynamic_cast<caf::binary_deserializer*>(&f))
+      if (n > bin->remaining() / sizeof(T))
+        return caf::make_error(caf::sec::end_of_stream,
+                               "ps_shard: array truncated");
+    x.values.resize(n);
+    if (n > 0)
+      if (auto err = f.apply_raw(n * sizeof(T), x.values.data()))
+        return err;
+    return f.end_sequence();
+  } else {
+    return f(x.values);
+  }
+}
+
+// One variable's part.
+struct variable_state {
+  std::string name;
+  bool sparse = false;
+  std::vector<int64_t> shape;
+  raw_array<int64_t> ids;    // sparse: the rows materialised, in values' order
+  raw_array<float> values;   // dense: the slice; sparse: ids x dim
+  raw_array<uint64_t> steps; // the optimizer's (gpu::optimizer_state::arrays)
+  raw_array<float> slot1;
+  raw_array<float> slot2;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, variable_state& x) {
+  return f(x.name, x.sparse, x.shape, x.ids, x.values, x.steps, x.slot1,
+           x.slot2);
+}
+
+struct worker_state {
+  uint32_t id = 0;
+  uint64_t clock = 0;
+  uint8_t live = 0; // 0 left, 1 live, 2 paused at a checkpoint cut
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_state& x) {
+  return f(x.id, x.clock, x.live);
+}
+
+struct row_gradient {
+  int64_t row = 0;
+  raw_array<float> sum; // dim
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, row_gradient& x) {
+  return f(x.row, x.sum);
+}
+
+// The summed gradients of a clock for one variable (a var_grad).
+struct gradient_state {
+  uint32_t var = 0;
+  bool has_dense = false;
+  raw_array<float> dense; // has_dense: the whole slice
+  std::vector<std::pair<uint64_t, float>> elements; // top-k: slice-local
+  std::vector<row_gradient> rows;                   // sparse
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gradient_state& x) {
+  return f(x.var, x.has_dense, x.dense, x.elements, x.rows);
+}
+
+// The pushes accepted for an incomplete clock (an update).
+struct clock_state {
+  uint64_t step = 0;
+  uint64_t samples = 0;
+  uint64_t pushes = 0;
+  uint64_t staleness = 0;
+  std::vector<gradient_state> vars; // by ascending var, those with any
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, clock_state& x) {
+  return f(x.step, x.samples, x.pushes, x.staleness, x.vars);
+}
 
 } // namespace ps_detail
 
@@ -130,7 +239,6 @@ struct ps_shard_state::impl {
   using worker_info = ps_detail::worker_info;
   using pending_pull = ps_detail::pending_pull;
   using partial_push = ps_detail::partial_push;
-  using byte_reader = ps_detail::byte_reader;
 
   ps_shard_config cfg;
   std::vector<variable> vars;
@@ -199,11 +307,14 @@ struct ps_shard_state::impl {
   // --- snapshots (ps_shard_snapshot.cpp; format: ps_shard.hpp) --------------
 
   std::string snapshot() const;
+  // Throws std::invalid_argument saying what is wrong; then nothing
+  // changed.
   void restore(const std::string& bytes);
   // Row ids read from a snapshot must be rows this shard could hold.
-  void check_row(byte_reader& r, uint32_t var, int64_t row) const;
-  variable get_variable(byte_reader& r, uint32_t i) const;
-  std::pair<uint64_t, update> get_clock(byte_reader& r) const;
+  void check_row(uint32_t var, int64_t row) const;
+  // Variable i and a clock as read, checked against the config.
+  variable restored_variable(uint32_t i, ps_detail::variable_state& s) const;
+  update restored_clock(ps_detail::clock_state& s) const;
 };
 
 } // namespace af

@@ -1,25 +1,25 @@
 // libFuzzer target: the parameter-server shard snapshot decoder
-// (ps_shard_state::restore, format in actors/ps_shard.hpp) on arbitrary
-// bytes, as they are and with their trailing CRC made right (so that the
-// fuzzer gets past the CRC into the fields). A snapshot must be refused
-// with std::invalid_argument, leaving the shard as it was, or restored
-// into a shard that then serves pulls and pushes and snapshots to bytes
-// that restore to the same state; never a crash, another exception or an
-// allocation the bytes do not back.
+// (ps_shard_state::restore, format in actors/ps_shard.hpp: a state frame
+// of runtime/state_io.hpp) on arbitrary bytes, as they are and reframed
+// with a right CRC (so that the fuzzer gets past the CRC into the values).
+// A snapshot must be refused with std::invalid_argument, leaving the shard
+// as it was, or restored into a shard that then serves pulls and pushes
+// and snapshots to bytes that restore to the same state; never a crash,
+// another exception or an allocation the bytes do not back.
 //
 // AF_FUZZ_WRITE_SEEDS=DIR: writes real snapshots of a trained shard to DIR
 // and exits (tests/fuzz/corpus/README.md).
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "actors/ps_shard.hpp"
-#include "runtime/crc32c.hpp"
 #include "runtime/ps.hpp"
+#include "runtime/state_io.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
 
 namespace {
@@ -152,6 +152,23 @@ void write_seeds(const std::string& dir) {
   seed(dir + "/paused_and_left", st.snapshot());
 }
 
+const std::string snapshot_tag = "ps_shard/2";
+
+// The values of a frame, read past its header whatever its CRC and length
+// say; all of `bytes` when they do not start with a frame's header.
+std::vector<char> values_of(const std::string& bytes) {
+  caf::binary_deserializer source{nullptr, bytes.data(), bytes.size()};
+  uint32_t magic = 0;
+  uint16_t format = 0;
+  std::string tag;
+  uint32_t crc = 0;
+  size_t n = 0;
+  if (source(magic, format, tag, crc) || source.begin_sequence(n))
+    return {bytes.begin(), bytes.end()};
+  return {bytes.end() - static_cast<std::ptrdiff_t>(source.remaining()),
+          bytes.end()};
+}
+
 void try_restore(const std::string& bytes) {
   static const auto cfg = config();
   af::ps_shard_state st{cfg};
@@ -186,10 +203,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes{reinterpret_cast<const char*>(data), size};
   try_restore(bytes);
-  if (size >= 16) {
-    auto crc = af::masked_crc32c(bytes.data(), size - 4);
-    std::memcpy(bytes.data() + size - 4, &crc, 4);
-    try_restore(bytes);
-  }
+  try_restore(af::frame_state(snapshot_tag, values_of(bytes)));
   return 0;
 }
