@@ -7,8 +7,9 @@
 // that are "." or ".." are dropped). It is tried as it is and again with
 // the sizes and CRCs of the part lines and the manifest's crc line made
 // right, so that the fuzzer gets past the CRCs. A checkpoint must be
-// found complete, with every part as listed, or skipped; never a crash, an
-// exception (there is no I/O error here) or a hang.
+// found complete, with every part as listed, or skipped, or (a MANIFEST of
+// ActorFlow 0.1's format 1) refused with std::runtime_error; never a
+// crash, another exception (there is no I/O error here) or a hang.
 //
 // AF_FUZZ_WRITE_SEEDS=DIR: writes real checkpoints, made with
 // checkpoint_store::write, to DIR in this input format and exits
@@ -18,6 +19,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +29,8 @@
 
 #include "runtime/checkpoint.hpp"
 #include "runtime/crc32c.hpp"
+#include "runtime/job_part.hpp"
+#include "runtime/state_io.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
 
 namespace fs = std::filesystem;
@@ -98,8 +103,16 @@ void check(const std::string& dir, const std::string& ckpt,
   for (auto& [name, bytes] : files)
     af::fuzz::write_file(ckpt + "/" + name, bytes);
   af::checkpoint_store store{dir, 3};
-  auto steps = store.steps();
-  auto c = store.latest();
+  std::vector<uint64_t> steps;
+  std::optional<af::checkpoint> c;
+  try {
+    steps = store.steps();
+    c = store.latest();
+  } catch (const std::runtime_error&) {
+    if (!manifest.starts_with("actorflow-checkpoint 1\n"))
+      __builtin_trap(); // only ActorFlow 0.1's checkpoints are refused
+    return;
+  }
   if (steps.size() > 1 || (!steps.empty() && steps[0] != step))
     __builtin_trap(); // there is one directory, of step 7
   if (!c)
@@ -120,13 +133,25 @@ void write_seeds(const std::string& out) {
   std::vector<af::checkpoint> cs(3);
   cs[0].step = step; // no parts
   cs[1].step = step;
-  cs[1].parts = {{"job", "actorflow-job 1\ntopology demo\nstep 7\n"
-                         "replica train[0] live 7\n"},
-                 {"ps[0]", std::string("AFPSSNAP\x01\0\0\0", 12)}};
+  // Parts framed as the job frames them (state frames), though only their
+  // bytes matter here: the values are not a real shard's or trainer's.
+  af::job_part job;
+  job.topology = "demo";
+  job.step = step;
+  job.ended = {{"train[0]", false}};
+  job.steps = {{"train[0]", step}};
+  cs[1].parts = {{"job", af::format_job_part(job)},
+                 {"ps[0]", af::save_state("ps_shard/2", std::string(40, 'p'))}};
+  auto stage_part = [](const std::string& logic) {
+    return af::save_state("stage/1", uint64_t{0}, std::vector<uint64_t>{0},
+                          logic);
+  };
   cs[2].step = step;
-  cs[2].parts = {{"read[0]", "idx1 0 96"},
-                 {"a/../b %x", std::string(300, 'z')},
-                 {"trainer[1]", std::string("\0\x01\x02", 3)}};
+  cs[2].parts = {
+    {"read[0]", stage_part(af::save_state("idx_source/2", uint64_t{0},
+                                          uint64_t{0}, int64_t{96}))},
+    {"a/../b %x", stage_part(std::string(300, 'z'))},
+    {"trainer[1]", stage_part(std::string("\0\x01\x02", 3))}};
   const char* names[] = {"empty", "two_parts", "escaped_names"};
   for (size_t i = 0; i < cs.size(); ++i) {
     store.write(cs[i]);
