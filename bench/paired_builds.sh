@@ -28,11 +28,13 @@
 # Every run gets its own empty working and temporary directory (checkpoint
 # formats differ between builds: nothing is shared between runs).
 #
-# Sizes: one A+B pair of a round takes about 40 s on the 2 cores of the
-# development machine when quiet and 2 minutes under a load average of 5-10
-# (other engineers' builds), so ROUNDS=3 takes 2-7 minutes, under 12
-# (data preparation aside). Env overrides: AF_PAIRED_STREAM_ITEMS,
-# AF_PAIRED_IMAGE_EPOCHS, AF_PAIRED_TRAIN_EPOCHS.
+# Sizes: chosen so that ROUNDS=3 stays under 12 minutes on the 2 shared
+# cores of the development machine (data preparation aside). One round
+# (all four, A and B) took 55 s at a load average of 3.5 from other
+# engineers' builds; at 12-14, a round with 1 epoch each of images and
+# training took 1.6 minutes, so with these sizes about 3. Single runs this
+# short are noisy: take more rounds to narrow the ratios. Env overrides:
+# AF_PAIRED_STREAM_ITEMS, AF_PAIRED_IMAGE_EPOCHS, AF_PAIRED_TRAIN_EPOCHS.
 #
 # Data: the image folder of bench/input_pipeline/make_dataset.py in
 # $AF_BENCH_IMAGES (default /tmp/af_bench_images, made if missing, as
@@ -170,7 +172,7 @@ rows = [
     ("input", "input pipeline (actorflow_images), records/s", ""),
     ("train", "training (actorflow_mlp, 2 trainers), samples/s", ""),
 ]
-print(f"A = {before}, B = {after}; {rounds} rounds (A first in odd rounds, B first in "
+print(f"A = {before}, B = {after}; {rounds} round(s) (A first in odd rounds, B first in "
       f"even ones), {int(elapsed) / 60:.1f} min. stream_overhead --items {items} --reps 3; "
       f"ps_throughput --reps 1; images: {image_epochs} epochs of 2,000; "
       f"training: {train_epochs} epochs. Medians; B/A = median of the per-round ratios.")
