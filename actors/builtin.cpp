@@ -19,6 +19,7 @@
 #include "actors/trainer.hpp"
 #include "actors/training_spec.hpp"
 #include "actors/transform.hpp"
+#include "runtime/replica_label.hpp"
 
 namespace af {
 
@@ -46,7 +47,7 @@ service_type ps_service_type() {
     cfg.scale_lr_by_staleness = spec.scale_lr_by_staleness;
     cfg.expected_workers = spec.workers;
     cfg.seed = spec.seed;
-    cfg.name = std::string{ps_service} + "[" + std::to_string(k) + "]";
+    cfg.name = replica_label(std::string{ps_service}, k);
     for (auto& stage : topo.stage())
       if (stage.type() == "trainer")
         cfg.worker_stage = stage.name();

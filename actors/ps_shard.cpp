@@ -21,6 +21,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/census.hpp"
+#include "runtime/replica_label.hpp"
 #include "runtime/stream.hpp"
 
 namespace af {
@@ -87,8 +88,9 @@ caf::error invalid(std::string message) {
 ps_shard_actor::behavior_type ps_shard_main(shard_actor self,
                                              ps_shard_config cfg) {
   auto& init = self->state;
-  init.name =
-    cfg.name.empty() ? "ps[" + std::to_string(cfg.shard) + "]" : cfg.name;
+  init.name = cfg.name.empty()
+                ? replica_label(std::string{ps_service}, cfg.shard)
+                : cfg.name;
   cfg.name = init.name;
   init.shard = std::make_unique<ps_shard_state>(std::move(cfg));
   self->set_down_handler([=](caf::down_msg& dm) {

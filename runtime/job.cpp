@@ -26,6 +26,7 @@
 #include "runtime/job_part.hpp"
 #include "runtime/node.hpp"
 #include "runtime/node_connect.hpp"
+#include "runtime/replica_label.hpp"
 #include "runtime/service.hpp"
 #include "runtime/stream.hpp"
 
@@ -112,7 +113,7 @@ void check_resumed_replicas(const topology::Topology& spec,
     if (ckpt.replayed.count(s.name()))
       continue;
     for (int r = 0; r < replicas_of(s); ++r)
-      cut_labels.insert(s.name() + "[" + std::to_string(r) + "]");
+      cut_labels.insert(replica_label(s.name(), r));
   }
   auto known = [&](const std::string& label) {
     if (!cut_labels.count(label))
@@ -291,7 +292,7 @@ void spawn_services(launch& l, job_context& context, job_plan& plan,
                                : std::vector<std::string>{};
     std::vector<caf::actor> actors;
     for (uint32_t k = 0; k < count; ++k) {
-      auto label = service.name + "[" + std::to_string(k) + "]";
+      auto label = replica_label(service.name, k);
       caf::actor a;
       try {
         if (hosts.empty())
@@ -331,7 +332,7 @@ void spawn_stages(launch& l, std::shared_ptr<const job_context> context,
     auto* type = l.reg.find(s.type());
     auto n = static_cast<uint32_t>(replicas_of(s));
     for (uint32_t r = 0; r < n; ++r) {
-      auto label = s.name() + "[" + std::to_string(r) + "]";
+      auto label = replica_label(s.name(), r);
       caf::actor handle;
       if (s.hosts_size() == 0)
         handle = spawn_replica(l.sys, l.reg, spec, i, r, context,
@@ -371,9 +372,9 @@ std::vector<std::vector<wiring>> edges_of(const launch& l,
     for (auto& in : s.input()) {
       int p = index.at(in.stage());
       for (size_t pr = 0; pr < replicas[p].size(); ++pr) {
-        auto pname = in.stage() + "[" + std::to_string(pr) + "]";
+        auto pname = replica_label(in.stage(), pr);
         for (size_t cr = 0; cr < replicas[i].size(); ++cr) {
-          auto cname = s.name() + "[" + std::to_string(cr) + "]";
+          auto cname = replica_label(s.name(), cr);
           per_replica[i][cr].upstreams.push_back(upstream_edge{
             replicas[p][pr], pname, static_cast<uint64_t>(window_of(in)),
             static_cast<uint64_t>(in.byte_budget()),
@@ -398,7 +399,7 @@ void wire(const launch& l, const job_plan& plan, const ckpt_settings& ckpt,
   for (int i = 0; i < spec.stage_size(); ++i)
     for (size_t r = 0; r < l.replicas[i].size(); ++r) {
       if (resume.from && !ckpt.replayed.count(spec.stage(i).name())) {
-        auto label = spec.stage(i).name() + "[" + std::to_string(r) + "]";
+        auto label = replica_label(spec.stage(i).name(), r);
         auto it = resume.job.ended.find(label);
         bool ended = it != resume.job.ended.end() && it->second;
         std::string state;

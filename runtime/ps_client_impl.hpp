@@ -24,6 +24,7 @@
 #include "gpu/model.hpp"
 #include "runtime/ps.hpp"
 #include "runtime/ps_client.hpp"
+#include "runtime/replica_label.hpp"
 
 namespace af {
 
@@ -118,12 +119,12 @@ struct ps_client::impl {
   }
 
   std::string name_of(size_t s) const {
-    return std::string{ps_service} + "[" + std::to_string(s) + "]";
+    return replica_label(std::string{ps_service}, static_cast<uint32_t>(s));
   }
 
   [[noreturn]] void fail(size_t shard, const caf::error& err) {
-    throw std::runtime_error("parameter server ps[" + std::to_string(shard)
-                             + "]: " + sys.render(err));
+    throw std::runtime_error("parameter server " + name_of(shard) + ": "
+                             + sys.render(err));
   }
 
   // Sends `ask` to every shard in turn and waits for each answer.

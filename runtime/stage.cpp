@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "runtime/replica_label.hpp"
+
 namespace af {
 
 emitter::~emitter() = default;
@@ -58,8 +60,12 @@ job_context::service(const std::string& name) const {
   return it == services.end() ? none : it->second;
 }
 
-std::string stage_info::label() const {
+std::string replica_label(const std::string& name, uint32_t replica) {
   return name + "[" + std::to_string(replica) + "]";
+}
+
+std::string stage_info::label() const {
+  return replica_label(name, replica);
 }
 
 } // namespace af
