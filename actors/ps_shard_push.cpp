@@ -30,7 +30,13 @@ std::string ps_shard_state::impl::check_grad(const ps_slice& g) const {
              + " rows of " + std::to_string(v.dim);
     return {};
   }
-  auto range = "[" + std::to_string(v.lo) + ", " + std::to_string(v.hi) + ")";
+  // Appended in steps: GCC 12 at -O3 warns (-Wrestrict, a known false
+  // positive) on "[" + std::to_string(...) once this is inlined here.
+  std::string range = "[";
+  range += std::to_string(v.lo);
+  range += ", ";
+  range += std::to_string(v.hi);
+  range += ")";
   if (has_index(g)) {
     if (g.index.type() != dtype::i64 || g.index.shape().size() != 1)
       return describe(g.var) + ": element indices must be i64 [k], got "
