@@ -185,11 +185,7 @@ void write_seeds(const std::string& out) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   spdlog::set_level(spdlog::level::off); // latest() warns per skipped one
-  if (auto* dir = af::fuzz::seed_dir()) {
-    write_seeds(dir);
-    std::exit(0);
-  }
-  return 0;
+  return af::fuzz::write_seeds_or_fuzz(write_seeds);
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

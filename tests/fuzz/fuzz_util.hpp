@@ -52,4 +52,15 @@ inline const char* seed_dir() {
   return std::getenv("AF_FUZZ_WRITE_SEEDS");
 }
 
+/// What such a target's LLVMFuzzerInitialize does: with a seed directory
+/// set, write_seeds(dir) and exit; otherwise return to fuzzing.
+template <class F>
+int write_seeds_or_fuzz(F write_seeds) {
+  if (auto* dir = seed_dir()) {
+    write_seeds(std::string{dir});
+    std::exit(0);
+  }
+  return 0;
+}
+
 } // namespace af::fuzz
