@@ -21,6 +21,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/census.hpp"
+#include "runtime/coordinator.hpp"
 #include "runtime/replica_label.hpp"
 #include "runtime/stream.hpp"
 
@@ -39,7 +40,7 @@ struct shard_actor_state {
   std::set<caf::actor_addr> monitored;
   // Who restored this shard (ps_restore_atom): told of the pushes lost
   // when a worker joins a shard restored while the job ran.
-  caf::actor restorer;
+  coordinator_actor restorer;
 };
 
 using shard_actor = ps_shard_actor::stateful_pointer<shard_actor_state>;
@@ -86,7 +87,7 @@ caf::error invalid(std::string message) {
 }
 
 ps_shard_actor::behavior_type ps_shard_main(shard_actor self,
-                                             ps_shard_config cfg) {
+                                            ps_shard_config cfg) {
   auto& init = self->state;
   init.name = cfg.name.empty()
                 ? replica_label(std::string{ps_service}, cfg.shard)
@@ -141,12 +142,9 @@ ps_shard_actor::behavior_type ps_shard_main(shard_actor self,
         spdlog::warn("{}: worker {} joins at clock {}; its {} pushes since "
                      "clock {} are lost",
                      st.name, worker, clock, clock - had, had);
-        // The restorer (a coordinator) is dynamically typed, and CAF 0.17
-        // lets a typed actor send() only to typed ones: this is what send()
-        // does, without that check.
         if (st.restorer)
-          caf::unsafe_send_as(self, st.restorer, ps_lost_atom::value,
-                              st.name, worker, clock - had);
+          self->send(st.restorer, ps_lost_atom::value, st.name, worker,
+                     clock - had);
       }
       auto v = st.shard->register_worker(worker, clock);
       release(self);
@@ -231,7 +229,7 @@ ps_shard_actor::behavior_type ps_shard_main(shard_actor self,
         return invalid(e.what());
       }
       spdlog::info("{}: restored at version {}", st.name, st.shard->version());
-      st.restorer = caf::actor_cast<caf::actor>(self->current_sender());
+      st.restorer = caf::actor_cast<coordinator_actor>(self->current_sender());
       release(self);
       return st.shard->version();
     },

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -17,8 +17,8 @@
 namespace af::coord {
 
 bool checkpoints_on(const coordinator_state& st) {
-  return st.ckpt && st.ckpt->store && st.error.empty() && !st.halting
-         && st.no_more_checkpoints.empty();
+  return st.checkpointing && st.checkpointing->store && st.error.empty()
+         && !st.halting && st.no_more_checkpoints.empty();
 }
 
 namespace {
@@ -27,8 +27,8 @@ namespace {
 // ended before the cut the job resumed from.
 uint64_t steps_of(const coordinator_state& st, const std::string& label) {
   uint64_t steps = 0;
-  if (auto it = st.ckpt->resumed_steps.find(label);
-      it != st.ckpt->resumed_steps.end())
+  if (auto it = st.checkpointing->resumed_steps.find(label);
+      it != st.checkpointing->resumed_steps.end())
     steps = it->second;
   if (auto it = st.stats.find(label); it != st.stats.end())
     for (auto& m : it->second.metrics)
@@ -46,7 +46,7 @@ uint64_t global_step(const coordinator_state& st) {
   return sum;
 }
 
-void finish_round(coordinator_actor* self, bool written) {
+void finish_round(coordinator_self self, bool written) {
   auto& st = self->state;
   auto r = std::move(*st.round);
   st.round.reset();
@@ -69,7 +69,7 @@ void finish_round(coordinator_actor* self, bool written) {
   maybe_complete(self);
 }
 
-void write_round(coordinator_actor* self) {
+void write_round(coordinator_self self) {
   auto& st = self->state;
   auto& r = *st.round;
   checkpoint c;
@@ -86,18 +86,18 @@ void write_round(coordinator_actor* self) {
   }
   bool written = false;
   try {
-    st.ckpt->store->write(c);
+    st.checkpointing->store->write(c);
     written = true;
     ++st.checkpoints;
-    st.last_checkpoint = st.ckpt->store->path_of(c.step);
-    st.last_ckpt_step = c.step;
-    st.last_ended_written = r.states.empty()
-                            && std::all_of(r.job.ended.begin(),
-                                           r.job.ended.end(),
-                                           [](auto& e) { return e.second; });
-    auto ms = std::chrono::duration<double, std::milli>(clock_type::now()
-                                                        - r.began)
-                .count();
+    st.last_checkpoint = st.checkpointing->store->path_of(c.step);
+    st.last_checkpoint_step = c.step;
+    st.last_ended_written =
+      r.states.empty()
+      && std::all_of(r.job.ended.begin(), r.job.ended.end(),
+                     [](auto& e) { return e.second; });
+    auto ms =
+      std::chrono::duration<double, std::milli>(clock_type::now() - r.began)
+        .count();
     spdlog::info("checkpoint at step {} written to {} ({} parts, {:.1f} MiB, "
                  "{:.0f} ms)",
                  c.step, st.last_checkpoint, c.parts.size(),
@@ -112,7 +112,7 @@ void write_round(coordinator_actor* self) {
 
 // Called after every event of a round: once every replica answered, the
 // services' snapshots are asked for; once they are in, it is written.
-void check_round(coordinator_actor* self) {
+void check_round(coordinator_self self) {
   auto& st = self->state;
   if (!st.round || !st.round->waiting.empty())
     return;
@@ -129,8 +129,7 @@ void check_round(coordinator_actor* self) {
   for (auto& [label, handle] : st.services) {
     auto name = label;
     self
-      ->request(caf::actor_cast<service_actor>(handle),
-                std::chrono::seconds{60}, service_snapshot_atom::value)
+      ->request(handle, std::chrono::seconds{60}, service_snapshot_atom::value)
       .then(
         [=](std::string& bytes) {
           auto& st = self->state;
@@ -143,15 +142,15 @@ void check_round(coordinator_actor* self) {
         [=](caf::error& err) {
           auto& st = self->state;
           if (st.round && st.round->id == id)
-            abandon_round(self, name + " gave no snapshot: "
-                                  + self->system().render(err));
+            abandon_round(
+              self, name + " gave no snapshot: " + self->system().render(err));
         });
   }
 }
 
 } // namespace
 
-void abandon_round(coordinator_actor* self, const std::string& why) {
+void abandon_round(coordinator_self self, const std::string& why) {
   auto& st = self->state;
   spdlog::warn("checkpoint {} abandoned: {}; the job goes on", st.round->id,
                why);
@@ -160,12 +159,12 @@ void abandon_round(coordinator_actor* self, const std::string& why) {
 
 // Starts checkpoint round: every replica of the cut still running is asked
 // to cut its stream (final: none is, they all ended).
-void begin_round(coordinator_actor* self, bool final, bool stop_after) {
+void begin_round(coordinator_self self, bool final, bool stop_after) {
   auto& st = self->state;
-  ckpt_round r;
-  r.id = st.next_ckpt_id++;
+  checkpoint_round r;
+  r.id = st.next_checkpoint_id++;
   r.stop_after = stop_after;
-  r.job.topology = st.ckpt->topology;
+  r.job.topology = st.checkpointing->topology;
   for (auto& rep : st.replicas) {
     if (!rep.cut)
       continue;
@@ -188,13 +187,13 @@ void begin_round(coordinator_actor* self, bool final, bool stop_after) {
                 r.waiting.size());
   st.round = std::move(r);
   if (!final)
-    self->delayed_send(self, st.ckpt->timeout, ckpt_timeout_atom::value,
-                       st.round->id);
+    self->delayed_send(self, st.checkpointing->timeout,
+                       checkpoint_timeout_atom::value, st.round->id);
   check_round(self);
 }
 
 // A replica answered checkpoint `id`.
-void on_cut(coordinator_actor* self, uint64_t id, const std::string& label,
+void on_cut(coordinator_self self, uint64_t id, const std::string& label,
             std::string& state, uint64_t step, bool ended) {
   auto& st = self->state;
   if (!st.round || st.round->id != id || !st.round->waiting.erase(label))
@@ -215,7 +214,7 @@ void on_cut(coordinator_actor* self, uint64_t id, const std::string& label,
 }
 
 // A replica of the round ended (done) or went down before answering.
-void round_lost(coordinator_actor* self, replica_entry& rep) {
+void round_lost(coordinator_self self, replica_entry& rep) {
   auto& st = self->state;
   if (!st.round || !st.round->waiting.erase(rep.label))
     return;
@@ -233,7 +232,7 @@ void round_lost(coordinator_actor* self, replica_entry& rep) {
 
 // Periodic checkpoints, by steps and by time; and the final one once every
 // replica of the cut ended.
-void maybe_checkpoint(coordinator_actor* self, bool timer) {
+void maybe_checkpoint(coordinator_self self, bool timer) {
   auto& st = self->state;
   if (!checkpoints_on(st) || st.round || st.final_taken || st.stopped
       || !st.restoring.empty())
@@ -245,14 +244,14 @@ void maybe_checkpoint(coordinator_actor* self, bool timer) {
   if (all_ended) {
     st.final_taken = true;
     // A periodic checkpoint may have found every replica ended already.
-    if (st.ckpt->at_end && !st.last_ended_written)
+    if (st.checkpointing->at_end && !st.last_ended_written)
       begin_round(self, true, false);
     return;
   }
-  auto& c = *st.ckpt;
+  auto& c = *st.checkpointing;
   if (timer
-      || (c.every_steps > 0 && global_step(st) >= st.last_ckpt_step
-                                                    + c.every_steps))
+      || (c.every_steps > 0
+          && global_step(st) >= st.last_checkpoint_step + c.every_steps))
     begin_round(self, false, false);
 }
 

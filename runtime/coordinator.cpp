@@ -6,10 +6,10 @@
 #include <chrono>
 #include <cstdlib>
 
-#include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/sec.hpp>
 #include <caf/system_messages.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -68,7 +68,7 @@ job_progress progress_of(coordinator_state& st) {
   return p;
 }
 
-void kill_all(coordinator_actor* self) {
+void kill_all(coordinator_self self) {
   for (auto& r : self->state.replicas)
     if (!r.down)
       self->send_exit(r.handle, caf::exit_reason::user_shutdown);
@@ -76,7 +76,7 @@ void kill_all(coordinator_actor* self) {
 
 // A failed replica of a stage that allows it is tolerated while another
 // replica of the stage is running or ended normally.
-bool tolerate(coordinator_actor* self, replica_entry& failed,
+bool tolerate(coordinator_self self, replica_entry& failed,
               const std::string& cause) {
   auto& st = self->state;
   if (failed.failed)
@@ -91,8 +91,7 @@ bool tolerate(coordinator_actor* self, replica_entry& failed,
       spdlog::warn("{} failed ({}); the job goes on without it", failed.label,
                    cause);
       for (auto& [label, handle] : st.services)
-        self->send(caf::actor_cast<service_actor>(handle),
-                   replica_lost_atom::value, failed.stage,
+        self->send(handle, replica_lost_atom::value, failed.stage,
                    replica_of(failed.label));
       return true;
     }
@@ -100,39 +99,41 @@ bool tolerate(coordinator_actor* self, replica_entry& failed,
 }
 
 // Checkpoints by time (checkpoint.every_seconds).
-std::chrono::milliseconds tick_interval(const ckpt_settings& c) {
+std::chrono::milliseconds tick_interval(const checkpoint_settings& c) {
   return std::chrono::milliseconds{static_cast<int64_t>(c.every_s * 1000)};
 }
 
 // Every replica and service actor of the job is spawned: follow them.
-void on_start(coordinator_actor* self, const job_layout& l) {
+void on_start(coordinator_self self, const job_layout& l) {
   auto& st = self->state;
   for (size_t i = 0; i < l.handles.size(); ++i) {
     replica_entry r;
-    r.handle = l.handles[i];
+    r.handle = caf::actor_cast<stage_actor>(l.handles[i]);
     r.label = l.labels[i];
     r.stage = l.stages[i];
     r.may_fail = std::find(l.may_fail.begin(), l.may_fail.end(), r.stage)
                  != l.may_fail.end();
-    r.cut = st.ckpt->replayed.count(r.stage) == 0;
+    r.cut = st.checkpointing->replayed.count(r.stage) == 0;
     st.replicas.push_back(std::move(r));
     self->monitor(l.handles[i]);
   }
   for (size_t i = 0; i < l.services.size(); ++i) {
-    st.services.emplace_back(l.service_labels[i], l.services[i]);
+    st.services.emplace_back(l.service_labels[i],
+                             caf::actor_cast<service_actor>(l.services[i]));
     self->monitor(l.services[i]);
   }
   st.started = true;
   st.begin = clock_type::now();
   if (st.opts.on_progress || st.opts.listener)
     self->delayed_send(self, st.opts.progress_interval, progress_atom::value);
-  if (st.ckpt->store && st.ckpt->every_s > 0)
-    self->delayed_send(self, tick_interval(*st.ckpt), ckpt_tick_atom::value);
+  if (st.checkpointing->store && st.checkpointing->every_s > 0)
+    self->delayed_send(self, tick_interval(*st.checkpointing),
+                       checkpoint_tick_atom::value);
 }
 
 // A replica or a service actor went down: the end of a replica, or a loss
 // that is tolerated, recovered from, or fails the job.
-void on_down(coordinator_actor* self, caf::down_msg& dm) {
+void on_down(coordinator_self self, caf::down_msg& dm) {
   auto& st = self->state;
   for (auto& r : st.replicas)
     if (!r.down && r.handle.address() == dm.source) {
@@ -164,14 +165,13 @@ void on_down(coordinator_actor* self, caf::down_msg& dm) {
     }
   for (auto& label : lost)
     service_lost(self, label,
-                 dm.reason ? caf::to_string(dm.reason)
-                           : std::string{"exited"});
+                 dm.reason ? caf::to_string(dm.reason) : std::string{"exited"});
   maybe_checkpoint(self, false);
   maybe_complete(self);
 }
 
 // job::stop: drain the job, or with checkpoints end it at a cut.
-void on_stop(coordinator_actor* self) {
+void on_stop(coordinator_self self) {
   auto& st = self->state;
   if (checkpoints_on(st) && !st.final_taken && !st.stopped) {
     // Take a checkpoint and end at its cut.
@@ -192,7 +192,7 @@ void on_stop(coordinator_actor* self) {
 
 // The answer to ps_locate_atom is the current actor: the asker's own while
 // it is not known to be lost here.
-caf::result<caf::actor> locate(coordinator_actor* self,
+caf::result<caf::actor> locate(coordinator_self self,
                                const std::string& label) {
   auto& st = self->state;
   if (!st.error.empty())
@@ -204,7 +204,7 @@ caf::result<caf::actor> locate(coordinator_actor* self,
                            "the job has no service actor " + label);
   auto r = st.restoring.find(label);
   if (r == st.restoring.end())
-    return it->second;
+    return caf::actor_cast<caf::actor>(it->second);
   auto rp = self->make_response_promise<caf::actor>();
   r->second.waiting.push_back(rp);
   return rp;
@@ -212,7 +212,7 @@ caf::result<caf::actor> locate(coordinator_actor* self,
 
 } // namespace
 
-void record_error(coordinator_actor* self, std::string message) {
+void record_error(coordinator_self self, std::string message) {
   auto& st = self->state;
   if (!st.error.empty())
     return;
@@ -227,7 +227,7 @@ void record_error(coordinator_actor* self, std::string message) {
   kill_all(self);
 }
 
-void maybe_complete(coordinator_actor* self) {
+void maybe_complete(coordinator_self self) {
   auto& st = self->state;
   if (!st.started || st.round)
     return;
@@ -237,8 +237,8 @@ void maybe_complete(coordinator_actor* self) {
   // Services live as long as some stage does.
   for (auto& [label, handle] : st.services)
     self->send_exit(handle, caf::exit_reason::user_shutdown);
-  auto ended = caf::make_error(caf::sec::request_receiver_down,
-                               "the job has ended");
+  auto ended =
+    caf::make_error(caf::sec::request_receiver_down, "the job has ended");
   for (auto& [label, r] : st.restoring)
     for (auto& rp : r.waiting)
       rp.deliver(ended);
@@ -253,23 +253,24 @@ void maybe_complete(coordinator_actor* self) {
   result.final = progress_of(st);
   result.checkpoints = st.checkpoints;
   result.last_checkpoint = st.last_checkpoint;
-  if (st.ckpt) {
-    result.resumed_from = st.ckpt->resumed_from;
-    result.resumed_step = st.ckpt->resumed_step;
+  if (st.checkpointing) {
+    result.resumed_from = st.checkpointing->resumed_from;
+    result.resumed_step = st.checkpointing->resumed_step;
   }
   st.result->deliver(std::move(result));
   self->quit();
 }
 
-caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
-                               std::shared_ptr<result_slot> result,
-                               std::shared_ptr<ckpt_settings> ckpt,
-                               std::shared_ptr<job_plan> plan) {
+coordinator_actor::behavior_type
+coordinator_main(coordinator_self self, job_options opts,
+                 std::shared_ptr<result_slot> result,
+                 std::shared_ptr<checkpoint_settings> checkpointing,
+                 std::shared_ptr<job_plan> plan) {
   self->state.opts = std::move(opts);
   self->state.plan = std::move(plan);
   self->state.result = result;
-  self->state.ckpt = ckpt;
-  self->state.last_ckpt_step = ckpt->resumed_step;
+  self->state.checkpointing = checkpointing;
+  self->state.last_checkpoint_step = checkpointing->resumed_step;
   self->attach_functor([result](const caf::error& reason) {
     // Only reached with a result still missing if the coordinator was
     // killed: waiters must not hang.
@@ -305,15 +306,14 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
       maybe_checkpoint(self, false);
     },
     [=](checkpoint_atom, uint64_t id, std::string& label, std::string& state,
-        uint64_t step, bool ended) {
-      on_cut(self, id, label, state, step, ended);
-    },
-    [=](ckpt_tick_atom) {
+        uint64_t step,
+        bool ended) { on_cut(self, id, label, state, step, ended); },
+    [=](checkpoint_tick_atom) {
       maybe_checkpoint(self, true);
-      self->delayed_send(self, tick_interval(*self->state.ckpt),
-                         ckpt_tick_atom::value);
+      self->delayed_send(self, tick_interval(*self->state.checkpointing),
+                         checkpoint_tick_atom::value);
     },
-    [=](ckpt_timeout_atom, uint64_t id) {
+    [=](checkpoint_timeout_atom, uint64_t id) {
       auto& st = self->state;
       if (!st.round || st.round->id != id)
         return;
@@ -321,7 +321,7 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
       for (auto& label : st.round->waiting)
         who += (who.empty() ? "" : ", ") + label;
       abandon_round(self, "no cut after "
-                            + std::to_string(st.ckpt->timeout.count())
+                            + std::to_string(st.checkpointing->timeout.count())
                             + " ms (waiting for "
                             + (who.empty() ? "the services" : who) + ")");
     },
@@ -361,8 +361,9 @@ caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
     [=](progress_atom) {
       auto& st = self->state;
       auto p = progress_of(st);
-      if (st.opts.listener)
-        self->send(st.opts.listener, job_progress_atom::value, p);
+      if (st.opts.listener) // dynamically typed (runtime/coordinator.hpp)
+        caf::unsafe_send_as(self, st.opts.listener, job_progress_atom::value,
+                            p);
       if (st.opts.on_progress)
         st.opts.on_progress(p);
       self->delayed_send(self, st.opts.progress_interval, progress_atom::value);

@@ -1,34 +1,12 @@
-// The job's coordinator (internal, not installed): the messages it speaks,
-// its state, and the functions its behaviour is made of, shared by
+// The job's coordinator (internal, not installed): its state, and the
+// functions its behaviour is made of, shared by
 //   runtime/job.cpp              job::start: plans, spawns and wires a job
 //   runtime/coordinator.cpp      the behaviour: replicas ending, failing,
 //                                progress, the end of the job
 //   runtime/checkpoint_round.cpp checkpoint rounds (docs/checkpoints.md)
 //   runtime/recovery.cpp         lost service actors and lost inputs
 //                                (docs/multi-host.md)
-//
-// Messages the coordinator handles: who sends them, and what they mean.
-//   (start_atom, handles, labels, stages, may_fail, services,
-//    service_labels)      job::start, once: every replica and service
-//                         actor is spawned (a job_layout); monitor them
-//   (stats_atom, stage_stats)   a replica, every metrics interval
-//   (done_atom, stage_stats)    a replica ended normally; its last stats
-//   stream_error          a replica failed (or read bad input)
-//   (checkpoint_atom, id, label, state, step, ended)
-//                         a replica answered the cut of round `id`
-//   (ckpt_tick_atom)      itself, every checkpoint.every_seconds
-//   (ckpt_timeout_atom, id)     itself: round `id` took too long
-//   (progress_atom)       itself, every job_options::progress_interval
-//   (restore_retry_atom, label) itself: try the lost service's hosts again
-//   (stop_atom)           job::stop: drain (with checkpoints: end at a cut)
-//   (abort_atom, reason)  job::abort: kill every replica, fail the job
-//   (ps_watch_atom)       a PS client: tell it ps_gone_atom on a lost shard
-//   (ps_locate_atom, label) -> caf::actor
-//                         a PS client: the service actor to use now (waits
-//                         while a lost one is being restored)
-//   (ps_lost_atom, label, worker, pushes)
-//                         a PS client: pushes lost with the old shard
-//   down_msg              a monitored replica or service actor went down
+// The messages it handles are in runtime/coordinator.hpp.
 #pragma once
 
 #include <chrono>
@@ -46,25 +24,17 @@
 #include <caf/actor.hpp>
 #include <caf/atom.hpp>
 #include <caf/behavior.hpp>
-#include <caf/event_based_actor.hpp>
 #include <caf/response_promise.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "runtime/checkpoint.hpp"
+#include "runtime/coordinator.hpp"
 #include "runtime/job.hpp"
 #include "runtime/job_part.hpp"
 
 namespace af::coord {
-
-// The coordinator's own messages (the table above); the others are the
-// stream's (runtime/stream.hpp) and the parameter server's (runtime/ps.hpp).
-using start_atom = caf::atom_constant<caf::atom("af_start")>;
-using abort_atom = caf::atom_constant<caf::atom("af_abort")>;
-using progress_atom = caf::atom_constant<caf::atom("af_progr")>;
-using ckpt_tick_atom = caf::atom_constant<caf::atom("af_ctick")>;
-using ckpt_timeout_atom = caf::atom_constant<caf::atom("af_ctime")>;
-using restore_retry_atom = caf::atom_constant<caf::atom("af_rretry")>;
 
 // How long restoring a lost service actor keeps trying its hosts (one
 // round a second): long enough for a node restarted at the same address.
@@ -73,7 +43,7 @@ constexpr auto restore_patience = std::chrono::seconds{30};
 using clock_type = std::chrono::steady_clock;
 
 struct replica_entry {
-  caf::actor handle;
+  stage_actor handle;
   std::string label;
   std::string stage;
   bool may_fail = false; // stage_type::replicas_may_fail
@@ -84,7 +54,7 @@ struct replica_entry {
 };
 
 // What the coordinator needs to take checkpoints (topology.checkpoint).
-struct ckpt_settings {
+struct checkpoint_settings {
   std::unique_ptr<checkpoint_store> store; // null: no checkpoints
   uint64_t every_steps = 0;
   double every_s = 0;
@@ -101,12 +71,12 @@ struct ckpt_settings {
 };
 
 // One checkpoint being taken.
-struct ckpt_round {
+struct checkpoint_round {
   uint64_t id = 0;
-  bool stop_after = false; // Ctrl-C: end the job at this cut
+  bool stop_after = false;       // Ctrl-C: end the job at this cut
   std::set<std::string> waiting; // replicas that have not answered
   std::map<std::string, std::string> states;
-  std::vector<caf::actor> paused; // to resume once written
+  std::vector<stage_actor> paused; // to resume once written
   job_part job;
   bool services_asked = false;
   size_t services_left = 0;
@@ -194,7 +164,7 @@ struct coordinator_state {
   job_options opts;
   std::shared_ptr<result_slot> result;
   std::vector<replica_entry> replicas;
-  std::vector<std::pair<std::string, caf::actor>> services;
+  std::vector<std::pair<std::string, service_actor>> services;
   std::vector<std::string> tolerated;
   bool started = false;
   bool stopped = false;
@@ -204,10 +174,10 @@ struct coordinator_state {
   std::vector<histogram_summary> histograms;
   std::vector<scalar_event> scalars; // likewise
   clock_type::time_point begin = clock_type::now();
-  std::shared_ptr<ckpt_settings> ckpt;
-  std::optional<ckpt_round> round;
-  uint64_t next_ckpt_id = 1;
-  uint64_t last_ckpt_step = 0;
+  std::shared_ptr<checkpoint_settings> checkpointing;
+  std::optional<checkpoint_round> round;
+  uint64_t next_checkpoint_id = 1;
+  uint64_t last_checkpoint_step = 0;
   bool final_taken = false;
   // Ending at a checkpoint's cut (Ctrl-C with checkpoints): replicas and
   // services go down on purpose.
@@ -226,23 +196,25 @@ struct coordinator_state {
   bool last_ended_written = false;
 };
 
-using coordinator_actor = caf::stateful_actor<coordinator_state>;
+/// What the coordinator's handlers get as `self`.
+using coordinator_self = coordinator_actor::stateful_pointer<coordinator_state>;
 
 // --- runtime/coordinator.cpp ------------------------------------------------
 
 // The coordinator of one job; job::start tells it start_atom once every
 // actor is spawned. `result` is delivered when the job ends.
-caf::behavior coordinator_main(coordinator_actor* self, job_options opts,
-                               std::shared_ptr<result_slot> result,
-                               std::shared_ptr<ckpt_settings> ckpt,
-                               std::shared_ptr<job_plan> plan);
+coordinator_actor::behavior_type
+coordinator_main(coordinator_self self, job_options opts,
+                 std::shared_ptr<result_slot> result,
+                 std::shared_ptr<checkpoint_settings> checkpointing,
+                 std::shared_ptr<job_plan> plan);
 
 // The replica index in a label such as "train[1]".
 uint32_t replica_of(const std::string& label);
 
 // Sends `msg...` to every running replica of `stage`.
 template <class... Ts>
-void tell_stage(coordinator_actor* self, const std::string& stage,
+void tell_stage(coordinator_self self, const std::string& stage,
                 const Ts&... msg) {
   for (auto& r : self->state.replicas)
     if (r.stage == stage && !r.down)
@@ -251,11 +223,11 @@ void tell_stage(coordinator_actor* self, const std::string& stage,
 
 // The job fails with `message` (the first error wins): every replica is
 // killed, a checkpoint being taken is abandoned.
-void record_error(coordinator_actor* self, std::string message);
+void record_error(coordinator_self self, std::string message);
 
 // Ends the job once every replica is down and no checkpoint is being
 // taken: the services go, the result is delivered.
-void maybe_complete(coordinator_actor* self);
+void maybe_complete(coordinator_self self);
 
 // --- runtime/checkpoint_round.cpp -------------------------------------------
 
@@ -264,40 +236,40 @@ bool checkpoints_on(const coordinator_state& st);
 
 // Starts a checkpoint round (final: every replica of the cut ended;
 // stop_after: the job ends at its cut).
-void begin_round(coordinator_actor* self, bool final, bool stop_after);
+void begin_round(coordinator_self self, bool final, bool stop_after);
 
 // A replica answered checkpoint `id`.
-void on_cut(coordinator_actor* self, uint64_t id, const std::string& label,
+void on_cut(coordinator_self self, uint64_t id, const std::string& label,
             std::string& state, uint64_t step, bool ended);
 
 // A replica of the round ended (done) or went down before answering.
-void round_lost(coordinator_actor* self, replica_entry& rep);
+void round_lost(coordinator_self self, replica_entry& rep);
 
 // Gives up on the round being taken; the job goes on.
-void abandon_round(coordinator_actor* self, const std::string& why);
+void abandon_round(coordinator_self self, const std::string& why);
 
 // Starts a round when one is due (by steps, by the timer, or at the end).
-void maybe_checkpoint(coordinator_actor* self, bool timer);
+void maybe_checkpoint(coordinator_self self, bool timer);
 
 // --- runtime/recovery.cpp ---------------------------------------------------
 
 // Starts service actor `label` again on host attempt n of its placement.
-void try_restore(coordinator_actor* self, const std::string& label,
+void try_restore(coordinator_self self, const std::string& label,
                  size_t attempt);
 
 // Service actor `label` went down while the job runs: restore it from the
 // last checkpoint, or fail the job.
-void service_lost(coordinator_actor* self, const std::string& label,
+void service_lost(coordinator_self self, const std::string& label,
                   const std::string& why);
 
 // A lost replica's unfinished items go to the other replicas of its
 // one_to_one stage; false when that is not possible.
-bool resend_lost(coordinator_actor* self, replica_entry& lost,
+bool resend_lost(coordinator_self self, replica_entry& lost,
                  const std::string& why);
 
 // A surviving replica of a reassignable source takes over the lost one's
 // input; false when that is not possible.
-bool reassign(coordinator_actor* self, replica_entry& lost,
+bool reassign(coordinator_self self, replica_entry& lost,
               const std::string& why);
 
 } // namespace af::coord

@@ -12,7 +12,7 @@ bool outbound::edge::can_take(uint64_t bytes) const noexcept {
   return in_flight_bytes + bytes <= stats.byte_budget;
 }
 
-void outbound::add(caf::actor peer, std::string name) {
+void outbound::add(stage_actor peer, std::string name) {
   edge e;
   e.id = id_of(peer);
   e.peer = std::move(peer);
@@ -94,7 +94,7 @@ std::vector<edge_stats> outbound::stats() const {
   return out;
 }
 
-void inbound::add(caf::actor peer, std::string name, uint64_t window,
+void inbound::add(stage_actor peer, std::string name, uint64_t window,
                   uint64_t byte_budget) {
   edge e;
   e.id = id_of(peer);

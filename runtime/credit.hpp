@@ -21,6 +21,7 @@
 
 #include "runtime/batch.hpp"
 #include "runtime/stage_stats.hpp"
+#include "runtime/stream.hpp"
 
 namespace af {
 
@@ -35,7 +36,7 @@ peer_id id_of(const Handle& h) {
 class outbound {
 public:
   struct edge {
-    caf::actor peer;
+    stage_actor peer;
     peer_id id = nullptr;
     bool open = false; // the consumer granted its initial credit
     uint64_t in_flight_items = 0;
@@ -58,7 +59,7 @@ public:
     bool can_take(uint64_t bytes) const noexcept;
   };
 
-  void add(caf::actor peer, std::string name);
+  void add(stage_actor peer, std::string name);
   /// The consumer's initial grant. False if `id` is not one of our edges.
   bool open(peer_id id, uint64_t window, uint64_t byte_budget);
   /// Credit handed back. False if `id` is not one of our edges.
@@ -87,7 +88,7 @@ private:
 class inbound {
 public:
   struct edge {
-    caf::actor peer;
+    stage_actor peer;
     peer_id id = nullptr;
     std::string name;
     uint64_t window = 0;
@@ -105,7 +106,7 @@ public:
     bool lost = false;
   };
 
-  void add(caf::actor peer, std::string name, uint64_t window,
+  void add(stage_actor peer, std::string name, uint64_t window,
            uint64_t byte_budget);
   edge* find(peer_id id) noexcept;
   void received(edge& e) noexcept { ++e.held_items; }

@@ -34,7 +34,7 @@ namespace af {
 
 namespace {
 
-using coord::ckpt_settings;
+using coord::checkpoint_settings;
 using coord::job_layout;
 using coord::job_plan;
 using coord::service_home;
@@ -78,39 +78,39 @@ struct resume_point {
 
 // What the coordinator needs to take checkpoints: no store when the
 // topology has no checkpoint section.
-std::shared_ptr<ckpt_settings> checkpoint_settings(
-  const topology::Topology& spec, const registry& reg,
-  const job_options& opts) {
-  auto ckpt = std::make_shared<ckpt_settings>();
-  ckpt->topology = spec.name();
-  ckpt->timeout = opts.checkpoint_timeout;
+std::shared_ptr<checkpoint_settings>
+checkpoint_settings_of(const topology::Topology& spec, const registry& reg,
+                       const job_options& opts) {
+  auto checkpointing = std::make_shared<checkpoint_settings>();
+  checkpointing->topology = spec.name();
+  checkpointing->timeout = opts.checkpoint_timeout;
   if (!spec.has_checkpoint())
-    return ckpt;
+    return checkpointing;
   auto& c = spec.checkpoint();
-  ckpt->store = std::make_unique<checkpoint_store>(
+  checkpointing->store = std::make_unique<checkpoint_store>(
     c.dir(), c.has_keep() ? static_cast<size_t>(c.keep()) : 3);
-  ckpt->every_steps = static_cast<uint64_t>(c.every_steps());
-  ckpt->every_s = c.every_seconds();
-  ckpt->at_end = !c.has_at_end() || c.at_end();
+  checkpointing->every_steps = static_cast<uint64_t>(c.every_steps());
+  checkpointing->every_s = c.every_seconds();
+  checkpointing->at_end = !c.has_at_end() || c.at_end();
   auto replayed = replayed_stages(spec, reg);
   for (int i = 0; i < spec.stage_size(); ++i)
     if (replayed[static_cast<size_t>(i)])
-      ckpt->replayed.insert(spec.stage(i).name());
-  return ckpt;
+      checkpointing->replayed.insert(spec.stage(i).name());
+  return checkpointing;
 }
 
 // The resumed job part must know every replica of the cut of `spec` and no
 // other: a job resumes with the stages and replica counts it was
 // checkpointed with. Throws std::runtime_error naming the checkpoint.
 void check_resumed_replicas(const topology::Topology& spec,
-                            const ckpt_settings& ckpt,
+                            const checkpoint_settings& checkpointing,
                             const resume_point& resume) {
   auto& resumed = resume.job;
   auto& resume_where = resume.where;
   std::set<std::string> cut_labels;
   for (int i = 0; i < spec.stage_size(); ++i) {
     auto& s = spec.stage(i);
-    if (ckpt.replayed.count(s.name()))
+    if (checkpointing.replayed.count(s.name()))
       continue;
     for (int r = 0; r < replicas_of(s); ++r)
       cut_labels.insert(replica_label(s.name(), r));
@@ -145,32 +145,33 @@ void check_resumed_replicas(const topology::Topology& spec,
 }
 
 // --resume: the newest complete checkpoint, checked against the topology
-// (none yet: the job starts from the beginning). Tells `ckpt` where the
-// job resumed.
-void find_resume_point(const topology::Topology& spec, ckpt_settings& ckpt,
+// (none yet: the job starts from the beginning). Tells `checkpointing` where
+// the job resumed.
+void find_resume_point(const topology::Topology& spec,
+                       checkpoint_settings& checkpointing,
                        resume_point& resume) {
-  if (!ckpt.store)
+  if (!checkpointing.store)
     throw std::runtime_error("--resume needs checkpoints: the topology has "
                              "no checkpoint { dir: ... } section");
-  resume.from = ckpt.store->latest();
+  resume.from = checkpointing.store->latest();
   if (!resume.from) {
     spdlog::info("--resume: no complete checkpoint in {} yet; starting "
                  "from the beginning",
                  spec.checkpoint().dir());
     return;
   }
-  resume.where = ckpt.store->path_of(resume.from->step);
+  resume.where = checkpointing.store->path_of(resume.from->step);
   for (auto& p : resume.from->parts)
     resume.parts[p.name] = &p.bytes;
   if (!resume.parts.count("job"))
     throw std::runtime_error(resume.where + ": no job part");
   resume.job = parse_job_part(*resume.parts["job"], resume.where);
-  check_resumed_replicas(spec, ckpt, resume);
+  check_resumed_replicas(spec, checkpointing, resume);
   for (auto& [label, ended] : resume.job.ended)
     if (ended)
-      ckpt.resumed_steps[label] = resume.job.steps[label];
-  ckpt.resumed_from = resume.where;
-  ckpt.resumed_step = resume.job.step;
+      checkpointing.resumed_steps[label] = resume.job.steps[label];
+  checkpointing.resumed_from = resume.where;
+  checkpointing.resumed_step = resume.job.step;
   spdlog::info("resuming from {} (step {})", resume.where, resume.job.step);
 }
 
@@ -222,7 +223,7 @@ struct launch {
   // The coordinator's start message, filled in spawn order.
   job_layout layout;
   std::vector<std::vector<caf::actor>> replicas; // by stage index
-  std::vector<std::string> service_of; // flattened, for remote stages
+  std::vector<std::string> service_of;           // flattened, for remote stages
 
   const std::string& text() { return topology_text_of(spec, topology_text); }
 
@@ -288,8 +289,8 @@ void spawn_services(launch& l, job_context& context, job_plan& plan,
   auto& spec = l.spec;
   for (auto& service : l.reg.services()) {
     auto count = service.count(spec);
-    auto hosts = service.hosts ? service.hosts(spec)
-                               : std::vector<std::string>{};
+    auto hosts =
+      service.hosts ? service.hosts(spec) : std::vector<std::string>{};
     std::vector<caf::actor> actors;
     for (uint32_t k = 0; k < count; ++k) {
       auto label = replica_label(service.name, k);
@@ -298,9 +299,9 @@ void spawn_services(launch& l, job_context& context, job_plan& plan,
         if (hosts.empty())
           a = service.spawn(l.sys, spec, k);
         else
-          a = l.remote(hosts[k % hosts.size()], label,
-                       spawn_service_atom::value, l.text(), service.name, k,
-                       l.coordinator);
+          a =
+            l.remote(hosts[k % hosts.size()], label, spawn_service_atom::value,
+                     l.text(), service.name, k, l.coordinator);
       } catch (const std::exception& ex) {
         throw std::runtime_error(label + ": cannot start: " + ex.what());
       }
@@ -335,8 +336,8 @@ void spawn_stages(launch& l, std::shared_ptr<const job_context> context,
       auto label = replica_label(s.name(), r);
       caf::actor handle;
       if (s.hosts_size() == 0)
-        handle = spawn_replica(l.sys, l.reg, spec, i, r, context,
-                               l.coordinator);
+        handle =
+          spawn_replica(l.sys, l.reg, spec, i, r, context, l.coordinator);
       else
         handle = l.remote(s.hosts(static_cast<int>(r % s.hosts_size())),
                           "stage " + label, spawn_stage_atom::value, l.text(),
@@ -392,23 +393,24 @@ std::vector<std::vector<wiring>> edges_of(const launch& l,
 
 // Wires every replica; a resumed job's replicas of the cut get their state
 // first (the same sender, so it arrives before the wiring).
-void wire(const launch& l, const job_plan& plan, const ckpt_settings& ckpt,
+void wire(const launch& l, const job_plan& plan,
+          const checkpoint_settings& checkpointing,
           const resume_point& resume) {
   auto& spec = l.spec;
   auto per_replica = edges_of(l, plan);
   for (int i = 0; i < spec.stage_size(); ++i)
     for (size_t r = 0; r < l.replicas[i].size(); ++r) {
-      if (resume.from && !ckpt.replayed.count(spec.stage(i).name())) {
+      auto replica = caf::actor_cast<stage_actor>(l.replicas[i][r]);
+      if (resume.from && !checkpointing.replayed.count(spec.stage(i).name())) {
         auto label = replica_label(spec.stage(i).name(), r);
         auto it = resume.job.ended.find(label);
         bool ended = it != resume.job.ended.end() && it->second;
         std::string state;
         if (it != resume.job.ended.end() && !ended)
           state = *resume.parts.at(label);
-        caf::anon_send(l.replicas[i][r], restore_atom::value,
-                       std::move(state), ended);
+        caf::anon_send(replica, restore_atom::value, std::move(state), ended);
       }
-      caf::anon_send(l.replicas[i][r], wire_atom::value, per_replica[i][r]);
+      caf::anon_send(replica, wire_atom::value, per_replica[i][r]);
     }
 }
 
@@ -426,16 +428,18 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
   limit_progress_interval(spec, opts);
   auto connect_timeout = opts.connect_timeout;
 
-  auto ckpt = checkpoint_settings(spec, reg, opts);
+  auto checkpointing = checkpoint_settings_of(spec, reg, opts);
   resume_point resume;
   if (opts.resume) {
-    find_resume_point(spec, *ckpt, resume);
+    find_resume_point(spec, *checkpointing, resume);
     if (resume.from)
       result.resumed_step_ = resume.job.step;
   }
   auto plan = plan_of(spec, reg, connect_timeout);
-  result.coordinator_ =
-    sys.spawn(coord::coordinator_main, std::move(opts), slot, ckpt, plan);
+  auto coordinator = sys.spawn(coord::coordinator_main, std::move(opts), slot,
+                               checkpointing, plan);
+  // job::coordinator() and job_context::coordinator are untyped (public).
+  result.coordinator_ = caf::actor_cast<caf::actor>(coordinator);
   census_add(result.coordinator_, "coordinator");
 
   launch l{sys, spec, reg, connect_timeout, result.coordinator_};
@@ -452,19 +456,21 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
     throw;
   }
   auto& layout = l.layout;
-  caf::anon_send(result.coordinator_, coord::start_atom::value,
-                 layout.handles, layout.labels, layout.stages,
-                 layout.may_fail, layout.services, layout.service_labels);
-  wire(l, *plan, *ckpt, resume);
+  caf::anon_send(coordinator, start_atom::value, layout.handles, layout.labels,
+                 layout.stages, layout.may_fail, layout.services,
+                 layout.service_labels);
+  wire(l, *plan, *checkpointing, resume);
   return result;
 }
 
 void job::stop() const {
-  caf::anon_send(coordinator_, stop_atom::value);
+  caf::anon_send(caf::actor_cast<coordinator_actor>(coordinator_),
+                 stop_atom::value);
 }
 
 void job::abort(const std::string& reason) const {
-  caf::anon_send(coordinator_, coord::abort_atom::value, reason);
+  caf::anon_send(caf::actor_cast<coordinator_actor>(coordinator_),
+                 abort_atom::value, reason);
 }
 
 run_result job::wait() {

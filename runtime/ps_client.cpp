@@ -12,10 +12,9 @@
 namespace af {
 
 ps_client::impl::impl(caf::actor_system& s, std::vector<caf::actor> sh,
-                      std::vector<gpu::param_spec> ps, uint32_t w,
-                      caf::actor c)
+                      std::vector<gpu::param_spec> ps, uint32_t w, caf::actor c)
   : sys(s), shards(std::move(sh)), params(std::move(ps)), worker(w),
-    coordinator(std::move(c)), self(s) {
+    coordinator(caf::actor_cast<coordinator_actor>(std::move(c))), self(s) {
   census_add(caf::actor_cast<caf::actor>(self),
              "PS client of worker " + std::to_string(worker));
   read_version.assign(shards.size(), 0);
@@ -199,9 +198,8 @@ double ps_client::pull_wait(gpu::model& m) {
       d.local.emplace(rows[j], static_cast<int32_t>(j));
     m.set_local_rows(static_cast<size_t>(d.sparse),
                      static_cast<int64_t>(rows.size()));
-    d.host.assign(rows.size()
-                    * static_cast<size_t>(d.params[d.sparse].row_size()),
-                  0.0f);
+    d.host.assign(
+      rows.size() * static_cast<size_t>(d.params[d.sparse].row_size()), 0.0f);
   }
   auto ask = [&](size_t i) {
     return d.self->request(d.shard(of[i]), impl::awaited, ps_pull_atom::value,
@@ -219,8 +217,8 @@ double ps_client::pull_wait(gpu::model& m) {
       pending.push_back(ask(pending.size()));
   }
   if (d.sparse >= 0)
-    m.dev().upload(m.value(static_cast<size_t>(d.sparse)).get(),
-                   d.host.data(), d.host.size() * sizeof(float));
+    m.dev().upload(m.value(static_cast<size_t>(d.sparse)).get(), d.host.data(),
+                   d.host.size() * sizeof(float));
   return std::chrono::duration<double>(std::chrono::steady_clock::now()
                                        - d.pull_begin)
     .count();

@@ -22,6 +22,7 @@
 #include <caf/system_messages.hpp>
 
 #include "gpu/model.hpp"
+#include "runtime/coordinator.hpp"
 #include "runtime/ps.hpp"
 #include "runtime/ps_client.hpp"
 #include "runtime/replica_label.hpp"
@@ -57,7 +58,7 @@ struct ps_client::impl {
   std::vector<caf::actor> shards;
   std::vector<gpu::param_spec> params; // ps_slice::var numbering
   uint32_t worker;
-  caf::actor coordinator; // asked for a lost shard's replacement, if set
+  coordinator_actor coordinator; // asked for a lost shard's replacement
   caf::scoped_actor self;
   uint64_t clock = 0; // the last step pushed
   bool coordinator_down = false;
@@ -77,8 +78,8 @@ struct ps_client::impl {
   using pull_handle = decltype(std::declval<caf::scoped_actor&>()->request(
     ps_shard_actor{}, awaited, ps_pull_atom::value, ps_pull{}));
   std::vector<pull_handle> pending;
-  std::vector<ps_pull> pending_req;     // all of them, kept to ask again
-  std::vector<uint32_t> pending_shard;  // the shard of each
+  std::vector<ps_pull> pending_req;    // all of them, kept to ask again
+  std::vector<uint32_t> pending_shard; // the shard of each
   bool pulling = false;
   std::vector<int64_t> pending_rows;
   std::chrono::steady_clock::time_point pull_begin;
@@ -86,10 +87,10 @@ struct ps_client::impl {
   using push_handle = decltype(std::declval<caf::scoped_actor&>()->request(
     ps_shard_actor{}, awaited, ps_push_atom::value, ps_push{}));
   std::vector<push_handle> pushes;
-  std::vector<ps_push> pushes_req;     // kept to send again
-  std::vector<uint32_t> pushes_shard;  // the shard of each
-  std::vector<bool> down;              // per shard, from its monitor
-  std::vector<bool> gone;              // per shard, the coordinator says
+  std::vector<ps_push> pushes_req;    // kept to send again
+  std::vector<uint32_t> pushes_shard; // the shard of each
+  std::vector<bool> down;             // per shard, from its monitor
+  std::vector<bool> gone;             // per shard, the coordinator says
   uint64_t network_bytes = 0; // slices to and from shards on other nodes
 
   impl(caf::actor_system& s, std::vector<caf::actor> sh,
@@ -131,7 +132,9 @@ struct ps_client::impl {
   template <class Atom, class Ok>
   void ask_each(Atom atom, Ok ok) {
     for (size_t s = 0; s < shards.size(); ++s) {
-      auto ask = [&] { return self->request(shard(s), awaited, atom, worker); };
+      auto ask = [&] {
+        return self->request(shard(s), awaited, atom, worker);
+      };
       auto h = ask();
       await(s, h, ask, [&](uint64_t version) { ok(s, version); });
     }

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <chrono>
 
-#include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/sec.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -24,11 +24,11 @@ namespace af::coord {
 namespace {
 
 bool can_restore(const coordinator_state& st, const std::string& label) {
-  return st.plan && st.plan->by_label.count(label) && st.ckpt
-         && st.ckpt->store;
+  return st.plan && st.plan->by_label.count(label) && st.checkpointing
+         && st.checkpointing->store;
 }
 
-void fail_restore(coordinator_actor* self, const std::string& label,
+void fail_restore(coordinator_self self, const std::string& label,
                   const std::string& why) {
   auto& st = self->state;
   auto it = st.restoring.find(label);
@@ -42,8 +42,8 @@ void fail_restore(coordinator_actor* self, const std::string& label,
 // The new actor of `label` runs on `host` with the slice of the checkpoint
 // at `step` (or its initial values: no checkpoint yet): tell it which
 // workers are gone, hand it to whoever asked, and go on with it.
-void finish_restore(coordinator_actor* self, const std::string& label,
-                    size_t host, caf::actor fresh, bool from_checkpoint,
+void finish_restore(coordinator_self self, const std::string& label,
+                    size_t host, service_actor fresh, bool from_checkpoint,
                     uint64_t step) {
   auto& st = self->state;
   auto it = st.restoring.find(label);
@@ -55,9 +55,8 @@ void finish_restore(coordinator_actor* self, const std::string& label,
   st.restoring.erase(it);
   for (auto& rep : st.replicas)
     if (rep.done || rep.down || rep.failed)
-      self->send(caf::actor_cast<service_actor>(fresh),
-                 replica_lost_atom::value, rep.stage, replica_of(rep.label),
-                 rep.done && !rep.failed);
+      self->send(fresh, replica_lost_atom::value, rep.stage,
+                 replica_of(rep.label), rep.done && !rep.failed);
   for (auto& [name, handle] : st.services)
     if (name == label)
       handle = fresh;
@@ -74,16 +73,16 @@ void finish_restore(coordinator_actor* self, const std::string& label,
                line);
   st.restored.push_back(restored_entry{label, std::move(line), 0});
   for (auto& rp : waiting)
-    rp.deliver(fresh);
+    rp.deliver(caf::actor_cast<caf::actor>(fresh));
 }
 
 // The new actor is up: load the newest checkpoint's slice into it.
-void load_restored(coordinator_actor* self, const std::string& label,
-                   size_t host, caf::actor fresh, size_t attempt) {
+void load_restored(coordinator_self self, const std::string& label, size_t host,
+                   service_actor fresh, size_t attempt) {
   auto& st = self->state;
   std::optional<checkpoint> c;
   try {
-    c = st.ckpt->store->latest();
+    c = st.checkpointing->store->latest();
   } catch (const std::exception& ex) {
     self->send_exit(fresh, caf::exit_reason::user_shutdown);
     fail_restore(self, label, ex.what());
@@ -97,7 +96,7 @@ void load_restored(coordinator_actor* self, const std::string& label,
   for (auto& p : c->parts)
     if (p.name == label)
       bytes = &p.bytes;
-  auto where = st.ckpt->store->path_of(c->step);
+  auto where = st.checkpointing->store->path_of(c->step);
   if (bytes == nullptr) {
     self->send_exit(fresh, caf::exit_reason::user_shutdown);
     fail_restore(self, label, where + " has no part for it");
@@ -105,18 +104,17 @@ void load_restored(coordinator_actor* self, const std::string& label,
   }
   auto step = c->step;
   self
-    ->request(caf::actor_cast<service_actor>(fresh), std::chrono::seconds{60},
-              service_restore_atom::value, *bytes)
+    ->request(fresh, std::chrono::seconds{60}, service_restore_atom::value,
+              *bytes)
     .then(
       [=](uint64_t) { finish_restore(self, label, host, fresh, true, step); },
       [=](caf::error& err) {
         self->send_exit(fresh, caf::exit_reason::user_shutdown);
         auto& st = self->state;
         if (auto it = st.restoring.find(label); it != st.restoring.end()) {
-          it->second.failures += "; host '"
-                                 + st.plan->by_label[label].hosts[host]
-                                 + "': loading " + where + ": "
-                                 + self->system().render(err);
+          it->second.failures +=
+            "; host '" + st.plan->by_label[label].hosts[host] + "': loading "
+            + where + ": " + self->system().render(err);
           try_restore(self, label, attempt + 1);
         }
       });
@@ -126,7 +124,7 @@ void load_restored(coordinator_actor* self, const std::string& label,
 
 // Starts `label` on the next host of its placement: the other hosts
 // first, its own last (a node restarted at the same address).
-void try_restore(coordinator_actor* self, const std::string& label,
+void try_restore(coordinator_self self, const std::string& label,
                  size_t attempt) {
   auto& st = self->state;
   auto it = st.restoring.find(label);
@@ -140,17 +138,17 @@ void try_restore(coordinator_actor* self, const std::string& label,
   if (attempt >= n) {
     auto why = "no host could take it (" + r.failures.substr(2) + ")";
     if (clock_type::now() - r.began >= restore_patience) {
-      fail_restore(self, label, why + " for "
-                                  + std::to_string(restore_patience.count())
-                                  + " s");
+      fail_restore(self, label,
+                   why + " for " + std::to_string(restore_patience.count())
+                     + " s");
       return;
     }
     if (!r.retrying)
       spdlog::warn("{}: {}; trying again every second for {} s", label, why,
                    restore_patience.count());
     r.retrying = true;
-    self->delayed_send(self, std::chrono::seconds{1},
-                       restore_retry_atom::value, label);
+    self->delayed_send(self, std::chrono::seconds{1}, restore_retry_atom::value,
+                       label);
     return;
   }
   auto host = (home.host + 1 + attempt) % n;
@@ -183,13 +181,14 @@ void try_restore(coordinator_actor* self, const std::string& label,
         auto& home = st.plan->by_label[label];
         self
           ->request(caf::actor_cast<node_spawner_actor>(ptr),
-                    std::chrono::seconds{60},
-                    spawn_service_atom::value, st.plan->topology_text,
-                    home.service, home.index,
+                    std::chrono::seconds{60}, spawn_service_atom::value,
+                    st.plan->topology_text, home.service, home.index,
                     caf::actor_cast<caf::actor>(self))
           .then(
             [=](caf::actor& fresh) {
-              load_restored(self, label, host, std::move(fresh), attempt);
+              load_restored(self, label, host,
+                            caf::actor_cast<service_actor>(std::move(fresh)),
+                            attempt);
             },
             [=](caf::error& err) { next(self->system().render(err)); });
       },
@@ -199,16 +198,16 @@ void try_restore(coordinator_actor* self, const std::string& label,
 // Replica `lost` of a one_to_one stage with other replicas went down: its
 // producers send what it had not finished to the others, its consumers
 // close its edge. False when no replica of the stage is left running.
-bool resend_lost(coordinator_actor* self, replica_entry& lost,
+bool resend_lost(coordinator_self self, replica_entry& lost,
                  const std::string& why) {
   auto& st = self->state;
   if (!st.plan || !st.plan->resent.count(lost.stage))
     return false;
-  auto alive = std::any_of(st.replicas.begin(), st.replicas.end(),
-                           [&](auto& r) {
-                             return &r != &lost && r.stage == lost.stage
-                                    && !r.down && !r.done && !r.failed;
-                           });
+  auto alive =
+    std::any_of(st.replicas.begin(), st.replicas.end(), [&](auto& r) {
+      return &r != &lost && r.stage == lost.stage && !r.down && !r.done
+             && !r.failed;
+    });
   if (!alive)
     return false;
   lost.failed = true;
@@ -232,7 +231,7 @@ bool resend_lost(coordinator_actor* self, replica_entry& lost,
 // Replica `lost` of a reassignable source stage went down: a surviving
 // replica takes over its share and its consumers close its edge. False
 // when no replica of the stage is left running to take it.
-bool reassign(coordinator_actor* self, replica_entry& lost,
+bool reassign(coordinator_self self, replica_entry& lost,
               const std::string& why) {
   auto& st = self->state;
   if (!st.plan || !st.plan->reassignable.count(lost.stage))
@@ -259,7 +258,8 @@ bool reassign(coordinator_actor* self, replica_entry& lost,
                          + std::to_string(from_epoch));
   spdlog::warn("{} went down ({}); {} takes over its input from epoch {}",
                lost.label, why, heir->label, from_epoch);
-  if (st.ckpt && st.ckpt->store && st.no_more_checkpoints.empty()) {
+  if (st.checkpointing && st.checkpointing->store
+      && st.no_more_checkpoints.empty()) {
     // A checkpoint now could not say which replica reads what.
     st.no_more_checkpoints = lost.label + "'s input was reassigned";
     spdlog::warn("no more checkpoints in this job: {}; --resume would "
@@ -272,13 +272,14 @@ bool reassign(coordinator_actor* self, replica_entry& lost,
 }
 
 // Service actor `label` went down while the job runs.
-void service_lost(coordinator_actor* self, const std::string& label,
+void service_lost(coordinator_self self, const std::string& label,
                   const std::string& why) {
   auto& st = self->state;
   // Its clients stop waiting for its answers at once.
   for (auto& addr : st.watchers)
     if (auto client = caf::actor_cast<caf::actor>(addr))
-      self->send(client, ps_gone_atom::value, label);
+      // A blocking actor, dynamically typed (runtime/coordinator.hpp).
+      caf::unsafe_send_as(self, client, ps_gone_atom::value, label);
   if (!can_restore(st, label)) {
     record_error(self, label + " went down: " + why
                          + (st.plan && st.plan->by_label.count(label)

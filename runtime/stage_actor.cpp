@@ -1,6 +1,7 @@
 // The stage replica actor: waits for its wiring, then runs the stream
-// protocol of runtime/stream.hpp. Its state and what it sends are in
-// runtime/stage_state.hpp and runtime/stage_output.cpp.
+// protocol of runtime/stream.hpp (af::stage_actor). Its state, what it
+// sends and its checkpoints are in runtime/stage_state.hpp,
+// runtime/stage_output.cpp and runtime/stage_checkpoint.cpp.
 #include "runtime/stage.hpp"
 
 #include <algorithm>
@@ -11,33 +12,29 @@
 #include <vector>
 
 #include <caf/actor_system.hpp>
-#include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/sec.hpp>
 #include <caf/skip.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/system_messages.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include <spdlog/spdlog.h>
 
 #include "runtime/census.hpp"
 #include "runtime/stage_state.hpp"
-#include "runtime/state_io.hpp"
 #include "runtime/stream.hpp"
 
 namespace af::stage_detail {
 
 namespace {
 
-using produce_atom = caf::atom_constant<caf::atom("af_prod")>;
-using tick_atom = caf::atom_constant<caf::atom("af_tick")>;
-
 // A source pushes at most this many items per message it handles, so that a
 // fast source on a shared scheduler thread yields to other actors.
 constexpr int produce_burst = 32;
 
 // Runs one queued input through the stage.
-void handle_input(stage_actor* self) {
+void handle_input(stage_self self) {
   auto& st = self->state;
   auto ev = std::move(st.inputs.front());
   st.inputs.pop_front();
@@ -63,8 +60,8 @@ void handle_input(stage_actor* self) {
       break;
     case input_event::barrier:
       st.barrier_in[ev.edge] = true;
-      st.ckpt_pending = true;
-      st.ckpt_id = ev.epoch;
+      st.checkpoint_pending = true;
+      st.checkpoint_id = ev.epoch;
       break;
     case input_event::stream_end:
       edge.ended = true;
@@ -83,59 +80,6 @@ bool producing(const stage_state& st) {
   return (st.source || st.in.all_ended()) && !st.produce_done && !st.paused;
 }
 
-// The stage's checkpoint state: the runtime's epoch counters, then the
-// logic's snapshot().
-const std::string stage_state_tag = "stage/1";
-
-std::string save_stage(stage_state& st) {
-  std::vector<uint64_t> ended;
-  for (auto& e : st.in.edges())
-    ended.push_back(e.epochs_ended);
-  return save_state(stage_state_tag, st.in.epochs_forwarded(), ended,
-                    st.setup.logic->snapshot());
-}
-
-void restore_stage(stage_state& st, const std::string& bytes) {
-  uint64_t forwarded = 0;
-  std::vector<uint64_t> ended;
-  std::string logic;
-  load_state(bytes, stage_state_tag, forwarded, ended, logic);
-  if (ended.size() != st.in.edges().size())
-    throw std::invalid_argument(
-      "the checkpoint has " + std::to_string(ended.size())
-      + " inputs for this replica, the topology "
-      + std::to_string(st.in.edges().size()));
-  st.in.set_epochs_forwarded(forwarded);
-  for (size_t i = 0; i < ended.size(); ++i)
-    st.in.edges()[i].epochs_ended = ended[i];
-  st.setup.logic->restore(logic);
-}
-
-// Every input delivered the pending barrier or ended.
-bool cut_reached(const stage_state& st) {
-  auto& edges = st.in.edges();
-  for (size_t i = 0; i < edges.size(); ++i)
-    if (!edges[i].ended && !st.barrier_in[i])
-      return false;
-  return true;
-}
-
-// Completes the pending checkpoint (cut_reached, inputs processed).
-void take_cut(stage_actor* self) {
-  auto& st = self->state;
-  st.ckpt_pending = false;
-  auto step = st.setup.logic->quiesce();
-  auto state = save_stage(st);
-  if (st.setup.coordinator)
-    self->send(st.setup.coordinator, checkpoint_atom::value, st.ckpt_id,
-               st.label, std::move(state), step, false);
-  std::fill(st.barrier_in.begin(), st.barrier_in.end(), false);
-  if (!st.out.empty())
-    st.outputs.push_back(output_event{output_event::barrier, batch{},
-                                      st.ckpt_id});
-  st.paused = true;
-}
-
 bool source_has_credit(stage_state& st) {
   for (auto& e : st.out.edges())
     if (e.can_take(0))
@@ -143,7 +87,7 @@ bool source_has_credit(stage_state& st) {
   return false;
 }
 
-void stop_producing(stage_actor* self) {
+void stop_producing(stage_self self) {
   auto& st = self->state;
   if (st.produce_done)
     return;
@@ -156,17 +100,17 @@ void stop_producing(stage_actor* self) {
       self->send(e.peer, stop_atom::value);
 }
 
-void finish_and_exit(stage_actor* self) {
+void finish_and_exit(stage_self self) {
   auto& st = self->state;
-  if (st.setup.coordinator)
-    self->send(st.setup.coordinator, done_atom::value, take_stats(st));
+  if (st.coordinator)
+    self->send(st.coordinator, done_atom::value, take_stats(st));
   self->quit();
 }
 
 // The stage's main loop, run after every message: send what can be sent,
 // process what is queued while nothing waits for credit, let a source
 // produce, and finish once every input has ended.
-void pump(stage_actor* self) {
+void pump(stage_self self) {
   auto& st = self->state;
   int produced = 0;
   try {
@@ -193,7 +137,7 @@ void pump(stage_actor* self) {
         handle_input(self);
         continue;
       }
-      if (st.ckpt_pending && !st.finished && cut_reached(st)) {
+      if (st.checkpoint_pending && !st.finished && cut_reached(st)) {
         take_cut(self);
         continue;
       }
@@ -244,7 +188,7 @@ void pump(stage_actor* self) {
 // Time accounting around every message: the gap since the last message is
 // waiting (for credit or for input), the handler itself is busy time.
 template <class F>
-void on_message(stage_actor* self, F&& f) {
+void account(stage_self self, F&& f) {
   auto& st = self->state;
   auto start = clock_type::now();
   std::chrono::duration<double> gap = start - st.since;
@@ -261,7 +205,17 @@ void on_message(stage_actor* self, F&& f) {
   st.stats.busy_s += busy.count();
 }
 
-inbound::edge* sender_edge(stage_actor* self) {
+// A stream message: kept in the mailbox until the replica is wired, then
+// handled by `f` under account().
+template <class F>
+caf::result<void> on_message(stage_self self, F&& f) {
+  if (!self->state.wired)
+    return caf::skip;
+  account(self, std::forward<F>(f));
+  return caf::unit;
+}
+
+inbound::edge* sender_edge(stage_self self) {
   auto& st = self->state;
   const auto& sender = self->current_sender();
   if (auto* e = st.in.find(caf::actor_cast<caf::actor_control_block*>(sender)))
@@ -294,7 +248,7 @@ void arrive_marker(stage_state& st, const inbound::edge& e,
 }
 
 // Queues items that arrived from the current sender.
-void enqueue_items(stage_actor* self, batch* items, size_t count) {
+void enqueue_items(stage_self self, batch* items, size_t count) {
   auto& st = self->state;
   if (st.failed)
     return;
@@ -315,142 +269,10 @@ void enqueue_items(stage_actor* self, batch* items, size_t count) {
   }
 }
 
-void lose_input(stage_actor* self, inbound::edge& e, const std::string& why);
-
-caf::behavior running(stage_actor* self) {
-  return {
-    [=](std::vector<batch>& items) {
-      on_message(self,
-                 [&] { enqueue_items(self, items.data(), items.size()); });
-    },
-    [=](batch& item) {
-      on_message(self, [&] { enqueue_items(self, &item, 1); });
-    },
-    [=](end_of_epoch_atom, uint64_t epoch) {
-      on_message(self, [&] {
-        if (auto* e = sender_edge(self))
-          arrive_marker(self->state, *e, input_event::epoch_end, epoch);
-      });
-    },
-    [=](end_of_stream_atom) {
-      on_message(self, [&] {
-        if (auto* e = sender_edge(self)) {
-          e->eos_received = true;
-          arrive_marker(self->state, *e, input_event::stream_end);
-        }
-      });
-    },
-    [=](open_atom, uint64_t window, uint64_t byte_budget) {
-      on_message(self, [&] {
-        auto id =
-          caf::actor_cast<caf::actor_control_block*>(self->current_sender());
-        self->state.out.open(id, window, byte_budget);
-      });
-    },
-    [=](demand_atom, uint64_t items, uint64_t bytes) {
-      on_message(self, [&] {
-        auto id =
-          caf::actor_cast<caf::actor_control_block*>(self->current_sender());
-        self->state.out.credit(id, items, bytes);
-      });
-    },
-    [=](barrier_atom, uint64_t id) {
-      on_message(self, [&] {
-        if (auto* e = sender_edge(self))
-          arrive_marker(self->state, *e, input_event::barrier, id);
-      });
-    },
-    [=](checkpoint_atom, uint64_t id) {
-      on_message(self, [&] {
-        auto& st = self->state;
-        if (st.failed)
-          return;
-        if (st.finished) {
-          // Ended (or ending): nothing of the stream is left here.
-          if (st.setup.coordinator)
-            self->send(st.setup.coordinator, checkpoint_atom::value, id,
-                       st.label, std::string{}, uint64_t{0}, true);
-          return;
-        }
-        st.ckpt_pending = true;
-        st.ckpt_id = id;
-      });
-    },
-    [=](resume_atom, uint64_t) {
-      on_message(self, [&] {
-        auto& st = self->state;
-        if (!st.paused)
-          return;
-        st.paused = false;
-        st.setup.logic->resume();
-      });
-    },
-    [=](produce_atom) {
-      on_message(self, [&] { self->state.produce_scheduled = false; });
-    },
-    [=](takeover_atom, uint32_t replica, uint64_t from_epoch) {
-      on_message(self, [&] {
-        auto& st = self->state;
-        if (st.failed || st.stopped_early)
-          return;
-        try {
-          if (st.finished)
-            throw std::runtime_error("it has ended its stream already");
-          st.setup.logic->take_over(replica, from_epoch);
-          st.produce_done = false; // produce() decides again
-        } catch (const std::exception& ex) {
-          fail(self, std::string{"cannot take over replica "}
-                       + std::to_string(replica) + ": " + ex.what());
-        }
-      });
-    },
-    [=](output_lost_atom, const std::string& consumer) {
-      on_message(self, [&] {
-        for (auto& e : self->state.out.edges())
-          if (e.stats.peer == consumer) {
-            lose_output(self, e.id, "its node is lost, the coordinator says",
-                        true);
-            return;
-          }
-      });
-    },
-    [=](input_lost_atom, const std::string& producer) {
-      on_message(self, [&] {
-        for (auto& e : self->state.in.edges())
-          if (e.name == producer)
-            lose_input(self, e, "its node is lost, the coordinator says");
-      });
-    },
-    [=](stop_atom) {
-      // From the coordinator (Ctrl-C) or from a consumer that needs no more
-      // input (take): stop producing and pass the request upstream.
-      on_message(self, [&] { stop_producing(self); });
-    },
-    [=](const stream_error& err) {
-      // Failure reports travel downstream with the data; the coordinator
-      // already has it from the origin and will shut the job down.
-      auto& st = self->state;
-      if (st.failed)
-        return;
-      st.failed = true;
-      st.inputs.clear();
-      st.outputs.clear();
-      for (auto& e : st.out.edges())
-        self->send(e.peer, err);
-    },
-    [=](tick_atom) {
-      auto& st = self->state;
-      if (st.setup.coordinator)
-        self->send(st.setup.coordinator, stats_atom::value, take_stats(st));
-      self->delayed_send(self, st.setup.metrics_interval, tick_atom::value);
-    },
-  };
-}
-
 // The producer of `e` was lost and its share of the input went to another
 // replica (stage_type::reassignable): what it sent is processed, then the
 // edge counts as ended.
-void lose_input(stage_actor* self, inbound::edge& e, const std::string& why) {
+void lose_input(stage_self self, inbound::edge& e, const std::string& why) {
   auto& st = self->state;
   if (e.eos_received)
     return;
@@ -462,24 +284,25 @@ void lose_input(stage_actor* self, inbound::edge& e, const std::string& why) {
   arrive_marker(st, e, input_event::stream_end);
 }
 
-void on_down(stage_actor* self, caf::down_msg& dm) {
-  on_message(self, [&] {
+void on_down(stage_self self, caf::down_msg& dm) {
+  account(self, [&] {
     auto& st = self->state;
     if (st.failed)
       return;
     auto id = caf::actor_cast<caf::actor_control_block*>(dm.source);
-    if (st.setup.coordinator && id == id_of(st.setup.coordinator)) {
+    if (st.coordinator && id == id_of(st.coordinator)) {
       // Nobody is left to report to or to shut us down.
       self->quit(dm.reason);
       return;
     }
     if (auto* e = st.in.find(id)) {
       if (!e->eos_received && e->replaceable) {
-        lose_input(self, *e, dm.reason ? caf::to_string(dm.reason)
-                                       : std::string{"exited"});
+        lose_input(self, *e,
+                   dm.reason ? caf::to_string(dm.reason)
+                             : std::string{"exited"});
         return;
       }
-      if (!e->eos_received && st.paused && !st.ckpt_pending) {
+      if (!e->eos_received && st.paused && !st.checkpoint_pending) {
         // Stopped at a checkpoint's cut: the job ends here on purpose and
         // nothing that was in flight is lost (it is in the checkpoint).
         self->quit(dm.reason);
@@ -501,70 +324,217 @@ void on_down(stage_actor* self, caf::down_msg& dm) {
   });
 }
 
-caf::behavior stage_main(stage_actor* self, stage_setup setup) {
+// restore_atom: the state to load once wired (a resumed job's replica).
+void keep_restore(stage_self self, std::string& state, bool ended) {
+  auto& st = self->state;
+  if (st.wired) {
+    spdlog::error("{}: a checkpoint's state came after the wiring; dropped",
+                  st.label);
+    return;
+  }
+  st.restoring = true;
+  st.restore_state = std::move(state);
+  st.restore_ended = ended;
+}
+
+// wire_atom: open every input, start the stream.
+void wire(stage_self self, const wiring& w) {
+  auto& st = self->state;
+  if (st.wired) {
+    spdlog::error("{}: wired twice; the second wiring is dropped", st.label);
+    return;
+  }
+  for (auto& u : w.upstreams) {
+    auto peer = caf::actor_cast<stage_actor>(u.peer);
+    st.in.add(peer, u.name, u.window, u.byte_budget);
+    st.in.edges().back().replaceable = u.replaceable;
+    st.in.edges().back().resend = u.resend;
+    self->monitor(peer);
+    self->send(peer, open_atom::value, u.window, u.byte_budget);
+  }
+  for (auto& d : w.downstreams) {
+    st.out.add(caf::actor_cast<stage_actor>(d.peer), d.name);
+    st.out.edges().back().keep = d.resend;
+    st.out.edges().back().stats.remote = d.peer.node() != self->node();
+    self->monitor(d.peer);
+  }
+  st.source = w.upstreams.empty();
+  st.order.reset(w.upstreams.size(),
+                 st.setup.deterministic && w.upstreams.size() > 1);
+  st.barrier_in.assign(w.upstreams.size(), false);
+  st.stats.is_sink = w.downstreams.empty();
+  if (st.coordinator) {
+    self->monitor(st.coordinator);
+    self->delayed_send(self, st.setup.metrics_interval, tick_atom::value);
+  }
+  // What waited in the mailbox is handled from the next message on.
+  st.wired = true;
+  st.since = clock_type::now();
+  if (st.restoring) {
+    try {
+      if (st.restore_ended) {
+        // Ended before the cut: end again without producing (its
+        // inputs ended too and will say so).
+        st.produce_done = true;
+      } else {
+        if (!st.restore_state.empty())
+          restore_stage(st, st.restore_state);
+        st.setup.logic->resume();
+      }
+    } catch (const std::exception& ex) {
+      fail(self, std::string{"cannot restore the checkpoint: "} + ex.what());
+      return;
+    }
+    st.restore_state.clear();
+  }
+  pump(self);
+}
+
+// A replica: waits for its wiring (and a checkpoint's state), then runs
+// the stream protocol (runtime/stream.hpp, af::stage_actor).
+stage_actor::behavior_type stage_main(stage_self self, stage_setup setup) {
   auto& st = self->state;
   st.label = setup.info.label();
   st.stats.stage = st.label;
   st.stats.stage_name = setup.info.name;
   st.stats.replica = setup.info.replica;
+  st.coordinator = caf::actor_cast<coordinator_actor>(setup.coordinator);
   st.setup = std::move(setup);
   self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
-  // Until wired, keep every other message (items, credit, markers from
-  // faster peers) in the mailbox.
-  self->set_default_handler(caf::skip);
   return {
     [=](restore_atom, std::string& state, bool ended) {
-      auto& st = self->state;
-      st.restoring = true;
-      st.restore_state = std::move(state);
-      st.restore_ended = ended;
+      keep_restore(self, state, ended);
     },
-    [=](wire_atom, const wiring& w) {
-      auto& st = self->state;
-      for (auto& u : w.upstreams) {
-        st.in.add(u.peer, u.name, u.window, u.byte_budget);
-        st.in.edges().back().replaceable = u.replaceable;
-        st.in.edges().back().resend = u.resend;
-        self->monitor(u.peer);
-        self->send(u.peer, open_atom::value, u.window, u.byte_budget);
-      }
-      for (auto& d : w.downstreams) {
-        st.out.add(d.peer, d.name);
-        st.out.edges().back().keep = d.resend;
-        st.out.edges().back().stats.remote = d.peer.node() != self->node();
-        self->monitor(d.peer);
-      }
-      st.source = w.upstreams.empty();
-      st.order.reset(w.upstreams.size(),
-                     st.setup.deterministic && w.upstreams.size() > 1);
-      st.barrier_in.assign(w.upstreams.size(), false);
-      st.stats.is_sink = w.downstreams.empty();
-      if (st.setup.coordinator) {
-        self->monitor(st.setup.coordinator);
-        self->delayed_send(self, st.setup.metrics_interval, tick_atom::value);
-      }
-      self->set_default_handler(caf::print_and_drop);
-      self->become(running(self));
-      st.since = clock_type::now();
-      if (st.restoring) {
-        try {
-          if (st.restore_ended) {
-            // Ended before the cut: end again without producing (its
-            // inputs ended too and will say so).
-            st.produce_done = true;
-          } else {
-            if (!st.restore_state.empty())
-              restore_stage(st, st.restore_state);
-            st.setup.logic->resume();
-          }
-        } catch (const std::exception& ex) {
-          fail(self, std::string{"cannot restore the checkpoint: "}
-                       + ex.what());
+    [=](wire_atom, const wiring& w) { wire(self, w); },
+    [=](std::vector<batch>& items) -> caf::result<void> {
+      return on_message(
+        self, [&] { enqueue_items(self, items.data(), items.size()); });
+    },
+    [=](batch& item) -> caf::result<void> {
+      return on_message(self, [&] { enqueue_items(self, &item, 1); });
+    },
+    [=](end_of_epoch_atom, uint64_t epoch) -> caf::result<void> {
+      return on_message(self, [&] {
+        if (auto* e = sender_edge(self))
+          arrive_marker(self->state, *e, input_event::epoch_end, epoch);
+      });
+    },
+    [=](end_of_stream_atom) -> caf::result<void> {
+      return on_message(self, [&] {
+        if (auto* e = sender_edge(self)) {
+          e->eos_received = true;
+          arrive_marker(self->state, *e, input_event::stream_end);
+        }
+      });
+    },
+    [=](open_atom, uint64_t window, uint64_t byte_budget) -> caf::result<void> {
+      return on_message(self, [&] {
+        auto id =
+          caf::actor_cast<caf::actor_control_block*>(self->current_sender());
+        self->state.out.open(id, window, byte_budget);
+      });
+    },
+    [=](demand_atom, uint64_t items, uint64_t bytes) -> caf::result<void> {
+      return on_message(self, [&] {
+        auto id =
+          caf::actor_cast<caf::actor_control_block*>(self->current_sender());
+        self->state.out.credit(id, items, bytes);
+      });
+    },
+    [=](barrier_atom, uint64_t id) -> caf::result<void> {
+      return on_message(self, [&] {
+        if (auto* e = sender_edge(self))
+          arrive_marker(self->state, *e, input_event::barrier, id);
+      });
+    },
+    [=](checkpoint_atom, uint64_t id) -> caf::result<void> {
+      return on_message(self, [&] {
+        auto& st = self->state;
+        if (st.failed)
+          return;
+        if (st.finished) {
+          // Ended (or ending): nothing of the stream is left here.
+          if (st.coordinator)
+            self->send(st.coordinator, checkpoint_atom::value, id, st.label,
+                       std::string{}, uint64_t{0}, true);
           return;
         }
-        st.restore_state.clear();
-      }
-      pump(self);
+        st.checkpoint_pending = true;
+        st.checkpoint_id = id;
+      });
+    },
+    [=](resume_atom, uint64_t) -> caf::result<void> {
+      return on_message(self, [&] {
+        auto& st = self->state;
+        if (!st.paused)
+          return;
+        st.paused = false;
+        st.setup.logic->resume();
+      });
+    },
+    [=](produce_atom) -> caf::result<void> {
+      return on_message(self, [&] { self->state.produce_scheduled = false; });
+    },
+    [=](takeover_atom, uint32_t replica,
+        uint64_t from_epoch) -> caf::result<void> {
+      return on_message(self, [&] {
+        auto& st = self->state;
+        if (st.failed || st.stopped_early)
+          return;
+        try {
+          if (st.finished)
+            throw std::runtime_error("it has ended its stream already");
+          st.setup.logic->take_over(replica, from_epoch);
+          st.produce_done = false; // produce() decides again
+        } catch (const std::exception& ex) {
+          fail(self, std::string{"cannot take over replica "}
+                       + std::to_string(replica) + ": " + ex.what());
+        }
+      });
+    },
+    [=](output_lost_atom, const std::string& consumer) -> caf::result<void> {
+      return on_message(self, [&] {
+        for (auto& e : self->state.out.edges())
+          if (e.stats.peer == consumer) {
+            lose_output(self, e.id, "its node is lost, the coordinator says",
+                        true);
+            return;
+          }
+      });
+    },
+    [=](input_lost_atom, const std::string& producer) -> caf::result<void> {
+      return on_message(self, [&] {
+        for (auto& e : self->state.in.edges())
+          if (e.name == producer)
+            lose_input(self, e, "its node is lost, the coordinator says");
+      });
+    },
+    [=](stop_atom) -> caf::result<void> {
+      // From the coordinator (Ctrl-C) or from a consumer that needs no more
+      // input (take): stop producing and pass the request upstream.
+      return on_message(self, [&] { stop_producing(self); });
+    },
+    [=](const stream_error& err) -> caf::result<void> {
+      // Failure reports travel downstream with the data; the coordinator
+      // already has it from the origin and will shut the job down.
+      auto& st = self->state;
+      if (!st.wired)
+        return caf::skip;
+      if (st.failed)
+        return caf::unit;
+      st.failed = true;
+      st.inputs.clear();
+      st.outputs.clear();
+      for (auto& e : st.out.edges())
+        self->send(e.peer, err);
+      return caf::unit;
+    },
+    [=](tick_atom) {
+      // Sent only once wired.
+      auto& st = self->state;
+      if (st.coordinator)
+        self->send(st.coordinator, stats_atom::value, take_stats(st));
+      self->delayed_send(self, st.setup.metrics_interval, tick_atom::value);
     },
   };
 }
@@ -581,8 +551,10 @@ caf::actor spawn_stage(caf::actor_system& sys, stage_setup setup) {
   auto a = setup.blocking
              ? sys.spawn<caf::detached>(stage_main, std::move(setup))
              : sys.spawn(stage_main, std::move(setup));
-  census_add(a, std::move(label));
-  return a;
+  // The job holds its replicas untyped (runtime/stream.hpp, wiring).
+  auto handle = caf::actor_cast<caf::actor>(a);
+  census_add(handle, std::move(label));
+  return handle;
 }
 
 } // namespace af

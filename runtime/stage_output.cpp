@@ -28,17 +28,17 @@ stage_stats take_stats(stage_state& st) {
 }
 
 void stage_state::report_metrics() {
-  if (setup.coordinator)
-    caf::anon_send(setup.coordinator, stats_atom::value, take_stats(*this));
+  if (coordinator)
+    caf::anon_send(coordinator, stats_atom::value, take_stats(*this));
 }
 
 namespace {
 
-void report_error(stage_actor* self, const stream_error& err) {
+void report_error(stage_self self, const stream_error& err) {
   auto& st = self->state;
   st.failed = true;
-  if (st.setup.coordinator)
-    self->send(st.setup.coordinator, err);
+  if (st.coordinator)
+    self->send(st.coordinator, err);
   for (auto& e : st.out.edges())
     self->send(e.peer, err);
 }
@@ -47,7 +47,7 @@ void report_error(stage_actor* self, const stream_error& err) {
 // whole window hostage while it is being processed.
 constexpr size_t max_envelope = 64;
 
-void send_envelope(stage_actor* self, outbound::edge& e) {
+void send_envelope(stage_self self, outbound::edge& e) {
   if (e.envelope.empty())
     return;
   if (e.envelope.size() == 1) {
@@ -63,7 +63,7 @@ void send_envelope(stage_actor* self, outbound::edge& e) {
 
 } // namespace
 
-void fail(stage_actor* self, const std::string& cause, bool bad_input) {
+void fail(stage_self self, const std::string& cause, bool bad_input) {
   auto& st = self->state;
   if (st.failed)
     return;
@@ -76,12 +76,12 @@ void fail(stage_actor* self, const std::string& cause, bool bad_input) {
   self->quit(caf::make_error(caf::sec::runtime_error, st.label + ": " + cause));
 }
 
-void send_envelopes(stage_actor* self) {
+void send_envelopes(stage_self self) {
   for (auto& e : self->state.out.edges())
     send_envelope(self, e);
 }
 
-void flush_outputs(stage_actor* self) {
+void flush_outputs(stage_self self) {
   auto& st = self->state;
   while (!st.outputs.empty()) {
     auto& ev = st.outputs.front();
@@ -114,8 +114,8 @@ void flush_outputs(stage_actor* self) {
       // replica is lost, another takes over its share from the epoch it
       // was in (stage_type::reassignable), and a stale count would repeat
       // a whole epoch of it.
-      if (st.source && st.setup.coordinator)
-        self->send(st.setup.coordinator, stats_atom::value, take_stats(st));
+      if (st.source && st.coordinator)
+        self->send(st.coordinator, stats_atom::value, take_stats(st));
     } else if (ev.kind == output_event::barrier) {
       send_envelopes(self);
       for (auto& e : st.out.edges())
@@ -129,13 +129,13 @@ void flush_outputs(stage_actor* self) {
   }
 }
 
-void send_credit(stage_actor* self, inbound::edge& e) {
+void send_credit(stage_self self, inbound::edge& e) {
   auto [items, bytes] = self->state.in.take_credit(e);
   if (items > 0 && !e.ended)
     self->send(e.peer, demand_atom::value, items, bytes);
 }
 
-void lose_output(stage_actor* self, peer_id id, const std::string& why,
+void lose_output(stage_self self, peer_id id, const std::string& why,
                  bool abnormal) {
   auto& st = self->state;
   for (auto& e : st.out.edges())

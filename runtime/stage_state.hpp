@@ -1,12 +1,14 @@
 // Internal (not installed): the state of one stage replica actor, shared by
 // the files that implement it.
-//   runtime/stage_actor.cpp   the actor: wiring, the message handlers, the
-//                             main loop (pump), checkpoints, lost inputs
-//   runtime/stage_output.cpp  what the replica sends: items and markers to
-//                             its consumers, credit to its producers,
-//                             stats and errors to the coordinator, and
-//                             the loss of a consumer
-//   runtime/reorder_buffer.*  deterministic ordering of the inputs
+//   runtime/stage_actor.cpp       the actor: wiring, the message handlers,
+//                                 the main loop (pump), lost inputs
+//   runtime/stage_checkpoint.cpp  its state at a checkpoint's cut, and
+//                                 loading it again
+//   runtime/stage_output.cpp      what the replica sends: items and markers
+//                                 to its consumers, credit to its
+//                                 producers, stats and errors to the
+//                                 coordinator, and the loss of a consumer
+//   runtime/reorder_buffer.*      deterministic ordering of the inputs
 #pragma once
 
 #include <chrono>
@@ -17,9 +19,10 @@
 #include <utility>
 #include <vector>
 
-#include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
+#include "runtime/coordinator.hpp"
 #include "runtime/credit.hpp"
 #include "runtime/reorder_buffer.hpp"
 #include "runtime/stage.hpp"
@@ -38,7 +41,11 @@ struct output_event {
 struct stage_state : emitter {
 
   stage_setup setup;
+  coordinator_actor coordinator; // setup.coordinator, typed
   std::string label;
+  // The wiring came: until then every message but restore_atom and
+  // wire_atom stays in the mailbox (runtime/stream.hpp).
+  bool wired = false;
   inbound in;
   outbound out;
   std::deque<input_event> inputs;
@@ -77,12 +84,12 @@ struct stage_state : emitter {
   // with several input edges in sequence order, else as it arrives.
   reorder_buffer order;
 
-  // Checkpoints (runtime/stream.hpp). ckpt_pending: checkpoint ckpt_id was
-  // asked for or met on an input and is not complete yet; barrier_in: the
-  // inputs that delivered its barrier; paused: the cut is taken, nothing is
-  // produced until resume_atom.
-  bool ckpt_pending = false;
-  uint64_t ckpt_id = 0;
+  // Checkpoints (runtime/stream.hpp). checkpoint_pending: checkpoint
+  // checkpoint_id was asked for or met on an input and is not complete yet;
+  // barrier_in: the inputs that delivered its barrier; paused: the cut is
+  // taken, nothing is produced until resume_atom.
+  bool checkpoint_pending = false;
+  uint64_t checkpoint_id = 0;
   std::vector<bool> barrier_in;
   bool paused = false;
   // From restore_atom (a resumed job), applied when wired.
@@ -91,7 +98,8 @@ struct stage_state : emitter {
   bool restore_ended = false;
 };
 
-using stage_actor = caf::stateful_actor<stage_state>;
+/// What a replica's handlers get as `self`.
+using stage_self = stage_actor::stateful_pointer<stage_state>;
 
 // runtime/stage_output.cpp
 
@@ -102,25 +110,40 @@ stage_stats take_stats(stage_state& st);
 /// Fails this replica: reports the error to the coordinator and the
 /// consumers, drops what is queued, then exits with the cause as exit
 /// reason. Does nothing once the replica failed.
-void fail(stage_actor* self, const std::string& cause, bool bad_input = false);
+void fail(stage_self self, const std::string& cause, bool bad_input = false);
 
 /// Hands every consumer's envelope (items granted credit) to CAF.
-void send_envelopes(stage_actor* self);
+void send_envelopes(stage_self self);
 
 /// Moves queued outputs, in order, to consumers that have credit for them.
 /// An item goes to the consumer with the most unused credit; markers go to
 /// every consumer after everything queued before them. Fails the replica
 /// when items are queued and no consumer is left.
-void flush_outputs(stage_actor* self);
+void flush_outputs(stage_self self);
 
 /// Sends the credit collected for input `e`, if any and `e` has not ended.
-void send_credit(stage_actor* self, inbound::edge& e);
+void send_credit(stage_self self, inbound::edge& e);
 
 /// Consumer `id` went down (or the coordinator says it was lost): its
 /// credit is returned; what it had not credited back yet is lost with it,
 /// or, on an edge that keeps it (downstream_edge::resend), goes out again
 /// to the other consumers first. Does nothing for an unknown `id`.
-void lose_output(stage_actor* self, peer_id id, const std::string& why,
+void lose_output(stage_self self, peer_id id, const std::string& why,
                  bool abnormal);
+
+// runtime/stage_checkpoint.cpp
+
+/// Loads a state that take_cut() sent (the runtime's epoch counters, then
+/// the logic's restore()); throws std::invalid_argument when it does not
+/// fit this replica.
+void restore_stage(stage_state& st, const std::string& bytes);
+
+/// Every input delivered the pending checkpoint's barrier or ended.
+bool cut_reached(const stage_state& st);
+
+/// Completes the pending checkpoint (cut_reached, inputs processed): the
+/// logic quiesces, the state goes to the coordinator, the barrier is
+/// queued behind the outputs, and the replica pauses until resume_atom.
+void take_cut(stage_self self);
 
 } // namespace af::stage_detail

@@ -21,6 +21,22 @@
 //   coordinator -> stage   (resume_atom, id)                  go on
 //   job -> stage           (restore_atom, state, ended)       before wire_atom
 //
+// Lost machines (docs/multi-host.md):
+//   coordinator -> source  (takeover_atom, replica, from_epoch)
+//   coordinator -> stage   (input_lost_atom, producer label)
+//   coordinator -> stage   (output_lost_atom, consumer label)
+//
+// A replica to itself:
+//   (produce_atom)      a source that yielded after a burst goes on
+//   (tick_atom)         every metrics interval: send stats_atom
+//
+// window, byte_budget, items, bytes, epoch, id, step, from_epoch: uint64_t;
+// replica: uint32_t; label, state: std::string; ended: bool.
+// af::stage_actor (below) is this table as a type: a replica handles every
+// row and nothing else, and what a replica or the coordinator sends a
+// replica is checked against it when it compiles. The coordinator's own
+// rows are af::coordinator_actor (runtime/coordinator.hpp).
+//
 // A stage that was asked for checkpoint `id`, or met barrier `id` on an
 // input, completes it once every input edge delivered that barrier or its
 // end of stream and every item queued before is processed: it finishes the
@@ -55,7 +71,10 @@
 #include <caf/actor.hpp>
 #include <caf/atom.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
+#include "runtime/batch.hpp"
 #include "runtime/service.hpp" // replica_lost_atom
 
 namespace af {
@@ -83,6 +102,10 @@ using input_lost_atom = caf::atom_constant<caf::atom("af_inlost")>;
 /// lost replica of a one_to_one stage with several replicas: what was sent
 /// to it and not credited back goes to the other replicas.
 using output_lost_atom = caf::atom_constant<caf::atom("af_outlost")>;
+/// A replica to itself: a source that yielded after a burst of items.
+using produce_atom = caf::atom_constant<caf::atom("af_prod")>;
+/// A replica to itself, every metrics interval.
+using tick_atom = caf::atom_constant<caf::atom("af_tick")>;
 
 /// A failure report. `stage` is the stage replica where it began ("decode[1]")
 /// and stays unchanged while the report travels downstream.
@@ -100,6 +123,9 @@ typename Inspector::result_type inspect(Inspector& f, stream_error& x) {
 }
 
 /// One input edge of a stage replica, as the coordinator wires it.
+// The peers travel untyped, as the job holds every replica (spawn_stage's
+// and the node spawners' answers); a replica casts them to af::stage_actor
+// when it is wired.
 struct upstream_edge {
   caf::actor peer;
   std::string name;         // producer replica, e.g. "reader[0]"
@@ -146,5 +172,34 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, wiring& x) {
   return f(caf::meta::type_name("af::wiring"), x.upstreams, x.downstreams);
 }
+
+/// A stage replica's interface: every row of the table above that names a
+/// stage, a consumer, a producer or a source as receiver. Two things of the
+/// protocol are not in it, because CAF 0.17's typed actors cannot express
+/// them: down messages (its peers and its coordinator, monitored) are
+/// system messages that a replica takes with set_down_handler, and a
+/// replica keeps every message but restore_atom and wire_atom in its
+/// mailbox until it is wired; its handlers return caf::skip for that (a
+/// typed behavior must handle each row in every state).
+using stage_actor = caf::typed_actor<
+  // producer -> consumer
+  caf::reacts_to<std::vector<batch>>, caf::reacts_to<batch>,
+  caf::reacts_to<end_of_epoch_atom, uint64_t>,
+  caf::reacts_to<end_of_stream_atom>, caf::reacts_to<barrier_atom, uint64_t>,
+  caf::reacts_to<stream_error>,
+  // consumer -> producer
+  caf::reacts_to<open_atom, uint64_t, uint64_t>,
+  caf::reacts_to<demand_atom, uint64_t, uint64_t>,
+  // consumer -> producer, and coordinator -> stage
+  caf::reacts_to<stop_atom>,
+  // job and coordinator -> stage
+  caf::reacts_to<restore_atom, std::string, bool>,
+  caf::reacts_to<wire_atom, wiring>, caf::reacts_to<checkpoint_atom, uint64_t>,
+  caf::reacts_to<resume_atom, uint64_t>,
+  caf::reacts_to<takeover_atom, uint32_t, uint64_t>,
+  caf::reacts_to<input_lost_atom, std::string>,
+  caf::reacts_to<output_lost_atom, std::string>,
+  // itself
+  caf::reacts_to<produce_atom>, caf::reacts_to<tick_atom>>;
 
 } // namespace af

@@ -18,12 +18,13 @@ caf::behavior idle(caf::event_based_actor*, int) {
   }};
 }
 
-// Two live actors to stand for the peers of an edge.
+// Two live actors to stand for the peers of an edge (credit accounting
+// never sends them anything, so they need not be stage replicas).
 struct peers {
   test::config cfg;
   caf::actor_system sys{cfg};
-  caf::actor a = sys.spawn(idle, 0);
-  caf::actor b = sys.spawn(idle, 0);
+  af::stage_actor a = caf::actor_cast<af::stage_actor>(sys.spawn(idle, 0));
+  af::stage_actor b = caf::actor_cast<af::stage_actor>(sys.spawn(idle, 0));
   ~peers() { caf::anon_send_exit(b, caf::exit_reason::kill); }
 };
 
@@ -123,7 +124,7 @@ TEST_CASE_METHOD(peers,
   auto& ea = in.edges()[0];
   auto& eb = in.edges()[1];
   CHECK(in.end_epoch(ea, 0).empty()); // b has not ended epoch 0
-  eb.lost = true;                    // b's producer was lost
+  eb.lost = true;                     // b's producer was lost
   eb.ended = true;
   CHECK(in.end_epoch(eb, eb.epochs_ended) == std::vector<uint64_t>{0});
   CHECK(in.end_epoch(ea, 1) == std::vector<uint64_t>{1});
