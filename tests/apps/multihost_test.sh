@@ -167,6 +167,18 @@ trained_ids_after_loss() {
     "staged or being trained there when it was lost; they are not re-sent)"
 }
 
+# trainer_lost_setup: the trainer_node_* cases up to the fault: nodes w1-w3
+# with train[1] on w3, a fault-free run whose record ids are checked, then
+# the job again in the background until train[1] has trained.
+trainer_lost_setup() {
+  start_node w1; start_node w2; start_node w3
+  topology multi_killed "${port[w1]}" "${port[w2]}" "${port[w3]}"
+  list_trained_ids
+  fault_free_run
+  trained_ids_fault_free
+  start_job 60 "$tmp/node-w3.err" 'train\[1\]: epoch [0-9]\+ step'
+}
+
 # log_time LINE: the time stamp at the start of an spdlog line, as seconds
 # since the epoch.
 log_time() { date -d "${1:0:23}" +%s.%N; }
@@ -455,13 +467,8 @@ EOF
     expect_clean_end
     ;;
   trainer_node_killed)
-    start_node w1; start_node w2; start_node w3
-    topology multi_killed "${port[w1]}" "${port[w2]}" "${port[w3]}"
-    list_trained_ids
-    fault_free_run
-    trained_ids_fault_free
-    # Again, and w3 (trainer replica 1) is killed once it has trained.
-    start_job 60 "$tmp/node-w3.err" 'train\[1\]: epoch [0-9]\+ step'
+    trainer_lost_setup
+    # w3 (trainer replica 1) is killed once it has trained.
     t_kill=$(date +%s.%N)
     alive "${watcher[w3]}" && kill -KILL "${node_pid[w3]}"
     echo "killed node w3 (pid ${node_pid[w3]})"
@@ -476,13 +483,8 @@ EOF
     # As trainer_node_killed, but w3 is frozen (SIGSTOP): its process and
     # sockets stay, only the heartbeats stop, and the coordinator drops it
     # after the 3 s connection timeout.
-    start_node w1; start_node w2; start_node w3
-    topology multi_killed "${port[w1]}" "${port[w2]}" "${port[w3]}"
-    list_trained_ids
-    fault_free_run
-    trained_ids_fault_free
-    # Again, and w3 (trainer replica 1) is frozen once it has trained.
-    start_job 60 "$tmp/node-w3.err" 'train\[1\]: epoch [0-9]\+ step'
+    trainer_lost_setup
+    # w3 (trainer replica 1) is frozen once it has trained.
     freeze w3
     expect_trainer_lost "w3 was frozen" "$t_stop"
     trained_ids_after_loss
