@@ -401,11 +401,8 @@ stage_actor::behavior_type stage_main(stage_self self, stage_setup setup) {
   st.coordinator = caf::actor_cast<coordinator_actor>(setup.coordinator);
   st.setup = std::move(setup);
   self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
+  // The items first: CAF tries the handlers in this order.
   return {
-    [=](restore_atom, std::string& state, bool ended) {
-      keep_restore(self, state, ended);
-    },
-    [=](wire_atom, const wiring& w) { wire(self, w); },
     [=](std::vector<batch>& items) -> caf::result<void> {
       return on_message(
         self, [&] { enqueue_items(self, items.data(), items.size()); });
@@ -536,6 +533,10 @@ stage_actor::behavior_type stage_main(stage_self self, stage_setup setup) {
         self->send(st.coordinator, stats_atom::value, take_stats(st));
       self->delayed_send(self, st.setup.metrics_interval, tick_atom::value);
     },
+    [=](restore_atom, std::string& state, bool ended) {
+      keep_restore(self, state, ended);
+    },
+    [=](wire_atom, const wiring& w) { wire(self, w); },
   };
 }
 
