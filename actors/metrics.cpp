@@ -121,6 +121,8 @@ std::vector<metric> progress_scalars::next(const job_progress& p,
                      / dt});
   }
   out.push_back({"job/network_bytes", static_cast<double>(network)});
+  out.push_back({"job/coordinator_bytes",
+                 static_cast<double>(p.coordinator_bytes)});
   last_network_ = network;
   last_elapsed_ = p.elapsed_s;
   last_records_ = p.records;

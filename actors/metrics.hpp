@@ -38,6 +38,7 @@ uint64_t network_bytes_of(const job_progress& p);
 ///                                  (loss, test_accuracy...) the mean
 ///   job/records_per_s, job/bytes_per_s   at the sinks
 ///   job/network_bytes, job/network_bytes_per_s   network_bytes_of()
+///   job/coordinator_bytes          job_progress::coordinator_bytes
 /// Rates cover the time since the previous snapshot. The step is the
 /// trainers' steps summed (the global step), else the records at the sinks.
 class progress_scalars {

@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/coordinator_state.hpp"
+#include "runtime/node.hpp"
 #include "runtime/ps.hpp"
 #include "runtime/service.hpp"
 #include "runtime/stream.hpp"
@@ -65,6 +66,10 @@ job_progress progress_of(coordinator_state& st) {
   st.histograms.clear();
   p.scalars = std::move(st.scalars);
   st.scalars.clear();
+  if (st.node_traffic) {
+    auto t = st.node_traffic->sample();
+    p.coordinator_bytes = t.sent + t.received;
+  }
   return p;
 }
 
@@ -124,6 +129,14 @@ void on_start(coordinator_self self, const job_layout& l) {
   }
   st.started = true;
   st.begin = clock_type::now();
+  // The nodes' ports: this process's connections to them (it listens on
+  // none) carry everything that crosses it.
+  std::set<uint16_t> ports;
+  for (auto& [host, address] : st.plan->addresses)
+    if (auto a = parse_address(address))
+      ports.insert(a->port);
+  if (!ports.empty())
+    st.node_traffic.emplace(std::move(ports));
   if (st.opts.on_progress || st.opts.listener)
     self->delayed_send(self, st.opts.progress_interval, progress_atom::value);
   if (st.checkpointing->store && st.checkpointing->every_s > 0)

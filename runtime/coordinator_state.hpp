@@ -33,6 +33,7 @@
 #include "runtime/coordinator.hpp"
 #include "runtime/job.hpp"
 #include "runtime/job_part.hpp"
+#include "runtime/tcp_meter.hpp"
 
 namespace af::coord {
 
@@ -194,6 +195,9 @@ struct coordinator_state {
   std::vector<restored_entry> restored;
   // The newest checkpoint written found every replica of the cut ended.
   bool last_ended_written = false;
+  // What crossed this process to and from the job's nodes (set when the
+  // job has nodes): job_progress::coordinator_bytes.
+  std::optional<tcp_meter> node_traffic;
 };
 
 /// What the coordinator's handlers get as `self`.

@@ -55,12 +55,19 @@ struct job_progress {
   /// previous snapshot, oldest first, named "<stage>/<name>"
   /// ("evaluate/test_loss"); each snapshot hands them out once.
   std::vector<scalar_event> scalars;
+  /// Bytes the coordinator's process sent to and received from the job's
+  /// nodes over TCP so far, as the kernel counts them (control messages,
+  /// data of the stages that run in it, and with CAF 0.17 all data
+  /// between two other nodes, which it relays: docs/multi-host.md, "Bytes
+  /// through the coordinator"); 0 when the job places nothing on nodes.
+  uint64_t coordinator_bytes = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_progress& x) {
   return f(caf::meta::type_name("af::job_progress"), x.elapsed_s, x.items,
-           x.records, x.bytes, x.stages, x.histograms, x.scalars);
+           x.records, x.bytes, x.stages, x.histograms, x.scalars,
+           x.coordinator_bytes);
 }
 
 /// Messages to job_options::listener and job_options::outlets (see the top

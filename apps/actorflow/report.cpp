@@ -83,6 +83,21 @@ void print_summary(std::FILE* out, const std::string& job_name,
     std::fprintf(out, "  network: %s between nodes (%s/s)\n",
                  human_bytes(static_cast<double>(net)).c_str(),
                  human_bytes(static_cast<double>(net) / secs).c_str());
+  if (p.coordinator_bytes > 0) {
+    auto net = network_bytes_of(p);
+    std::string share =
+      net > 0 ? ", " + std::to_string(static_cast<int>(
+                         100.0 * static_cast<double>(p.coordinator_bytes)
+                           / static_cast<double>(net)
+                         + 0.5))
+                  + "% of the data between nodes"
+              : std::string{};
+    std::fprintf(out,
+                 "  through the coordinator: %s sent and received over its "
+                 "connections to the nodes%s\n",
+                 human_bytes(static_cast<double>(p.coordinator_bytes)).c_str(),
+                 share.c_str());
+  }
   auto rows = stage_rows(p);
   std::fprintf(out, "  %-16s %8s %12s %12s %7s %9s %12s\n", "stage", "replicas",
                "items in", "items out", "busy", "wait-in", "wait-credit");
@@ -160,6 +175,7 @@ void write_report_json(std::FILE* out, const std::string& job_name,
                  {"items", p.items},
                  {"bytes", p.bytes},
                  {"network_bytes", network_bytes_of(p)},
+                 {"coordinator_bytes", p.coordinator_bytes},
                  {"stages", std::move(stages)},
                  {"bottleneck", {{"stage", b.stage}, {"hint", b.hint}}}};
   std::fprintf(out, "%s\n",

@@ -328,7 +328,8 @@ PY
       for m in '^# TYPE actorflow_step gauge$' '^actorflow_loss{stage="train"} [0-9.e+-]\+$' \
                '^actorflow_stage_busy{stage="train"} [0-9.e+-]\+$' \
                '^actorflow_stage_items_per_s{stage="reader"} [0-9.e+-]\+$' \
-               '^actorflow_stage_replicas{stage="train"} 2$' '^actorflow_job_network_bytes 0$'; do
+               '^actorflow_stage_replicas{stage="train"} 2$' '^actorflow_job_network_bytes 0$' \
+               '^actorflow_job_coordinator_bytes 0$'; do
         grep -q -- "$m" "$tmp/$f" || { cat "$tmp/$f"; fail "$f lacks $m"; }
       done
     done

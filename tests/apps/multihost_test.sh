@@ -532,6 +532,33 @@ EOF
       || fail "node listens elsewhere too: $mine"
     expect_clean_end
     ;;
+  coordinator_bytes)
+    # job_progress::coordinator_bytes (docs/multi-host.md, "Bytes through
+    # the coordinator"). With CAF 0.17 every byte between w1 (source,
+    # batcher, shards) and the trainers on w2 and w3 relays through the
+    # coordinator's process, in and out again, so it moves at least the
+    # data between nodes; a job in one process moves nothing there.
+    start_node w1; start_node w2; start_node w3
+    topology multi_killed "${port[w1]}" "${port[w2]}" "${port[w3]}"
+    run_limited 90 run "$topo" --no-progress --report-json "$tmp/report.json"
+    expect_rc 0
+    expect_out "through the coordinator: "
+    grep "network:\|through the coordinator" "$tmp/out"
+    python3 - "$tmp/report.json" <<'PY' || fail "the bytes through the coordinator are not what the relay moves"
+import json, sys
+r = json.load(open(sys.argv[1]))
+data, coord = r["network_bytes"], r["coordinator_bytes"]
+print(f"data between nodes {data} B, through the coordinator {coord} B ({coord / data:.2f}x)")
+sys.exit(0 if data > 1e6 and coord >= data else 1)
+PY
+    run_limited 60 run "$data/train_ctr.pbtxt" --no-progress --report-json "$tmp/local.json"
+    expect_rc 0
+    ! grep -q "through the coordinator" "$tmp/out" || fail "a job in one process reports bytes through the coordinator"
+    python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["coordinator_bytes"] != 0)' \
+      "$tmp/local.json" || fail "a job in one process has coordinator_bytes"
+    for n in w1 w2 w3; do wait_log "$n" "node: job ended" 15; done
+    expect_clean_end
+    ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
 esac

@@ -87,7 +87,8 @@ ea.Reload()
 tags = set(ea.Tags()["scalars"])
 want = {"train/loss", "train/step", "train/samples_per_s",
         "train/staleness_mean", "train/staleness_max", "evaluate/test_auc",
-        "job/records_per_s", "job/network_bytes", "job/network_bytes_per_s"}
+        "job/records_per_s", "job/network_bytes", "job/network_bytes_per_s",
+        "job/coordinator_bytes"}
 for stage in ("clicks", "batch", "train", "evaluate"):
     for what in ("items_per_s", "busy", "credit_wait", "replicas"):
         want.add(f"stage/{stage}/{what}")
@@ -114,8 +115,9 @@ for tag in ("evaluate/test_auc", "evaluate/test_loss"):
             or seen[0] < 300:
         fail(f"{tag}: points at steps {seen}; want one per evaluation "
              f"(from step 300 every 300 steps, and the last at {steps})")
-if ea.Scalars("job/network_bytes")[-1].value != 0:
-    fail("job/network_bytes is not 0 in a job of one process")
+for tag in ("job/network_bytes", "job/coordinator_bytes"):
+    if ea.Scalars(tag)[-1].value != 0:
+        fail(f"{tag} is not 0 in a job of one process")
 
 # Histograms: the model is embedding 200x4 (pulled by row), flatten, dense 1.
 sizes = {"0_embedding/table": None, "2_dense/kernel": 16, "2_dense/bias": 1}
