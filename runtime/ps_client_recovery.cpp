@@ -47,6 +47,11 @@ void ps_client::impl::check_down(size_t s) {
     // The coordinator said so: wait for its replacement. (A word about a
     // shard this worker replaced already finds the same one again.)
     gone[s] = false;
+    spdlog::info("{}: the coordinator says {} is lost; waiting for its "
+                 "replacement",
+                 worker == ps_observer ? std::string{"observer"}
+                                       : "worker " + std::to_string(worker),
+                 name_of(s));
     if (locate(s, locate_patience))
       return;
   }

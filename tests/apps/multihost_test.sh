@@ -235,15 +235,21 @@ shard_killed() {
   ! grep -q 'replica lost' "$tmp/out" || fail "a trainer was lost with the shard"
   # The trainers (on w2) move to the restored shard as soon as the
   # coordinator has it: it tells them the shard is gone (ps_gone_atom)
-  # rather than letting their requests time out (2 s).
-  local t_gone t_join moved
+  # rather than letting their requests time out (2 s). Each says so.
+  local t_gone t_join moved w
+  for w in 0 1; do
+    node_has w2 "worker $w: the coordinator says ps\[1\] is lost; waiting for its replacement"
+  done
   t_gone=$(log_time "$(grep -m1 'ps\[1\] went down' "$tmp/err")")
   t_join=$(log_time "$(grep 'joined the restored ps\[1\]' "$tmp/node-w2.err" | tail -n 1)")
   moved=$(awk -v a="$t_gone" -v b="$t_join" 'BEGIN { printf "%.2f", b - a }')
   echo "both trainers joined the restored ps[1] $moved s after the coordinator noticed its loss"
-  # (restarted: that includes waiting for the new node to listen)
-  [ "$where" = restarted ] || awk -v t="$moved" 'BEGIN { exit !(t < 1.5) }' \
-    || fail "the trainers took $moved s to move to the restored shard (limit 1.5 s)"
+  # A bound for a slow path only: the log lines above show the mechanism.
+  # Measured 0.20 s (killed, 3 runs) and 0.64 s (frozen) in Release; 2.6 s
+  # once under ASan on a loaded machine, which failed the old 1.5 s bound. (restarted: that also includes
+  # waiting for the new node to listen)
+  [ "$where" = restarted ] || awk -v t="$moved" 'BEGIN { exit !(t < 5) }' \
+    || fail "the trainers took $moved s to move to the restored shard (limit 5 s)"
   read_auc; expect_auc_near_planted
   wait_log w1 "node: job ended" 15
   wait_log w2 "node: job ended" 15
