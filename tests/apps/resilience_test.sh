@@ -118,7 +118,13 @@ case "$case_name" in
     # The CTR job (data/shutdown_killed.pbtxt.in): train[0] on w1,
     # train[1] on w2, the shards and the evaluator in the coordinator.
     # w2 dies at one of these moments, in turn:
-    #   started     as soon as w2 has made train[1] (before any pull)
+    #   started     as soon as w2 has made train[1] and the job is wired
+    #               (train[0] on w1 logged its first step). Not earlier:
+    #               a node lost after making a replica and before its
+    #               answer reached the coordinator holds job::start for the
+    #               spawn request's 60 s (CAF 0.17 gives a pending request
+    #               no error for a lost node), then fails the job; the
+    #               ASan clean-clone run of 2026-12-01 hit that window once.
     #   before      about to send its first push (failpoint ps.push.before)
     #   during      first push sent, not yet acknowledged (ps.push.sent)
     #   after       first push acknowledged (ps.push.acked)
@@ -153,6 +159,13 @@ case "$case_name" in
           [ "$moment" = final_eval ] && pattern='train\[1\]: [0-9]\+ steps, [0-9]\+ samples'
           wait_for "$tmp/node-w2.err" "$pattern" 60 \
             || fail "run $run ($moment): node w2 never logged '$pattern'"
+          if [ "$moment" = started ]; then
+            for ((i = 0; i < 1200; ++i)); do
+              tail -n +$((lines + 1)) "$tmp/node-w1.err" | grep -q 'train\[0\]: epoch [0-9]\+ step' && break
+              alive "$job" || break
+              sleep 0.05
+            done
+          fi
           kill -KILL "${node_pid[w2]}"
           ;;
         *)
