@@ -3,6 +3,7 @@
 #include "actors/ps_shard_state_impl.hpp"
 
 #include <bit>
+#include <cmath>
 #include <stdexcept>
 #include <string_view>
 
@@ -221,10 +222,17 @@ ps_shard_state::impl::restored_clock(clock_state& s) const {
     a.dense = std::move(g.dense.values);
     if (!g.elements.empty() && v.spec.sparse)
       fail(describe(i) + " is sparse, " + clock + " has element gradients");
-    for (auto& [at, x] : g.elements)
+    for (auto& [at, x] : g.elements) {
+      // A shard never keeps a gradient that is not finite (it refuses such
+      // pushes), and CAF 0.17 cannot even write one back: its pack754()
+      // loops forever on an infinity.
+      if (!std::isfinite(x))
+        fail(describe(i) + ": element " + std::to_string(at) + " of " + clock
+             + " has a gradient that is not finite");
       if (at >= slice || !a.elements.emplace(at, x).second)
         fail(describe(i) + ": element " + std::to_string(at)
              + " outside the slice or twice");
+    }
     if (!g.rows.empty() && !v.spec.sparse)
       fail(describe(i) + " is dense, " + clock + " has row gradients");
     for (auto& r : g.rows) {
