@@ -82,10 +82,22 @@ tensor::tensor() : type_(dtype::u8), shape_{0} {
 }
 
 bool tensor::byte_size_of(dtype t, const shape_type& shape, size_t& out) {
-  size_t n = t == dtype::bytes ? 1 : dtype_size(t);
+  // The product of the dimensions other than 0 fits in int64_t, so that
+  // elements() never overflows, whatever comes after a 0 (a shape such as
+  // [2^43, 2^21, 0] has no bytes but would: found by fuzz_data_frame).
+  uint64_t nonzero = 1;
   for (auto d : shape) {
     if (d < 0)
       return false;
+    if (d == 0)
+      continue;
+    if (nonzero > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                    / static_cast<uint64_t>(d))
+      return false;
+    nonzero *= static_cast<uint64_t>(d);
+  }
+  size_t n = t == dtype::bytes ? 1 : dtype_size(t);
+  for (auto d : shape) {
     auto ud = static_cast<size_t>(d);
     if (ud != 0 && n > std::numeric_limits<size_t>::max() / ud)
       return false;

@@ -47,6 +47,11 @@ TEST_CASE("tensor sizes follow dtype and shape", "[tensor]") {
   CHECK_THROWS_AS(tensor::allocate(dtype::f32, {-1}), std::invalid_argument);
   CHECK_THROWS_AS(tensor::allocate(dtype::f64, {1LL << 40, 1LL << 40}),
                   std::invalid_argument);
+  // No bytes, but the element count would overflow before the 0.
+  CHECK_THROWS_AS(tensor::allocate(dtype::u8, {1LL << 43, 1LL << 21, 0}),
+                  std::invalid_argument);
+  CHECK(tensor::allocate(dtype::u8, {1LL << 40, 0, 1LL << 20}).elements()
+        == 0);
 }
 
 TEST_CASE("large buffers are recycled up to the pool's limit",
