@@ -34,7 +34,7 @@ install(TARGETS actorflow RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # The public headers: what an embedding application includes, and what
 # those include. Each documents its calls, their errors and ownership.
 set(AF_PUBLIC_RUNTIME_HEADERS
-  batch.hpp census.hpp custom_stage.hpp histogram.hpp job.hpp node.hpp pipeline.hpp
+  batch.hpp census.hpp custom_stage.hpp data_plane.hpp histogram.hpp job.hpp node.hpp pipeline.hpp
   registry.hpp service.hpp stage.hpp stage_stats.hpp system.hpp tensor.hpp topology.hpp)
 list(TRANSFORM AF_PUBLIC_RUNTIME_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/runtime/)
 install(FILES ${AF_PUBLIC_RUNTIME_HEADERS}

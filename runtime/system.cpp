@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "runtime/batch.hpp"
+#include "runtime/data_plane.hpp"
 #include "runtime/job.hpp"
 #include "runtime/ps.hpp"
 #include "runtime/stage_stats.hpp"
@@ -46,6 +47,8 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<ps_push_ack>("af::ps_push_ack");
   cfg.add_message_type<ps_progress>("af::ps_progress");
   cfg.add_message_type<ps_shard_stats>("af::ps_shard_stats");
+  cfg.add_message_type<data_route>("af::data_route");
+  cfg.add_message_type<std::vector<data_route>>("af::data_route_list");
 }
 
 namespace {

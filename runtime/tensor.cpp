@@ -1,6 +1,7 @@
 #include "runtime/tensor.hpp"
 
 #include "runtime/buffer_pool.hpp"
+#include "runtime/data_frame.hpp"
 
 #include <cstring>
 #include <limits>
@@ -304,6 +305,10 @@ caf::error tensor::load(caf::deserializer& source) {
   // Never allocate more than the message can hold.
   if (auto* bin = dynamic_cast<caf::binary_deserializer*>(&source))
     if (bin->remaining() < n)
+      return caf::make_error(caf::sec::end_of_stream,
+                             "af::tensor: payload truncated");
+  if (auto* frame = dynamic_cast<data_frame::reader*>(&source))
+    if (!frame->room_for(n))
       return caf::make_error(caf::sec::end_of_stream,
                              "af::tensor: payload truncated");
   // Fixed-shape payloads recur in size (batches, parameter slices and

@@ -1,0 +1,138 @@
+// The data plane: messages between actors on two nodes go straight from the
+// sending node to the receiving one, on a TCP connection per pair of
+// processes, instead of through CAF 0.17's BASP, which relays every
+// message between two nodes through the node that connected them (the
+// coordinator's) and copies a tensor's bytes about 8 times on the way
+// (docs/multi-host.md, "The data plane").
+//
+// How a message uses it: `route(remote)` gives a local stand-in for a
+// remote actor (a caf::actor_proxy, like CAF's own proxies) whose enqueue
+// writes the message as a frame (runtime/data_frame.hpp) on the connection
+// to the actor's node. There the connection's reader thread rebuilds the
+// message, tensors straight into pooled buffers, and enqueues it to the
+// actor, its sender being the stand-in of the sending actor on that
+// connection: answers to requests travel back the same way, and monitoring
+// that stand-in tells the receiver when the connection (and so, for it,
+// the sender's node) is lost. Per-sender order holds: one sender's frames
+// to one node go on one connection, read by one thread.
+//
+// Who uses it: PS clients for every request to a shard on another node
+// (runtime/ps_client.*). A message the data plane cannot carry (no route to
+// the node, TLS on, the connection cannot be made) goes through CAF as
+// before.
+//
+// Trust: a node's data port binds where its CAF port binds. A connection
+// must open with a hello that carries a secret the node was given by a
+// coordinator over the control channel (job::start makes one per job), or
+// it is closed: see accepted_secret. Every connection closed for a bad
+// frame or a bad hello is logged with the peer's address and counted
+// (data_plane_stats). With TLS (--tls-*) the job does not use the data
+// plane at all: there is no plaintext side channel.
+//
+// Failure: a connection that breaks (its peer died, the link was cut)
+// kills its stand-ins, as CAF kills the proxies of a lost node: monitors
+// see them go down, requests waiting for an answer through it are answered
+// with caf::sec::request_receiver_down, and a message sent to a dead
+// stand-in is dropped (a request bounces). The next route() dials again;
+// a node it cannot reach falls back to CAF, with a warning naming it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/node_id.hpp>
+
+namespace af {
+
+/// Where a node's data port is, and the secret that opens it.
+struct data_route {
+  caf::node_id node;
+  std::string name; // the topology's host name, for messages
+  std::string host;
+  uint16_t port = 0;
+  std::string secret;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, data_route& x) {
+  return f(caf::meta::type_name("af::data_route"), x.node, x.name, x.host,
+           x.port, x.secret);
+}
+
+struct data_plane_stats {
+  uint64_t accepted = 0; // connections accepted with a good hello
+  uint64_t dialed = 0;   // connections this process opened
+  uint64_t refused = 0;  // connections closed for a bad hello
+  uint64_t broken = 0;   // connections closed for a bad frame
+  uint64_t frames_sent = 0;
+  uint64_t frames_received = 0;
+  uint64_t bytes_sent = 0; // headers, descriptors and payloads
+  uint64_t bytes_received = 0;
+  uint64_t undeliverable = 0; // frames for an actor that is not here
+};
+
+class data_plane {
+public:
+  struct options {
+    /// Where to accept connections; empty: this process only dials out
+    /// (a coordinator's).
+    std::string listen_host;
+    uint16_t port = 0; // 0: any free port
+    /// How long a dial (connect, hello, welcome) may take.
+    std::chrono::milliseconds dial_timeout{3000};
+    /// How long an accepted connection may take to say hello.
+    std::chrono::milliseconds hello_timeout{5000};
+  };
+
+  /// The data plane of `sys`, started with `opts` if it has none yet (an
+  /// existing one is returned as it is). Throws std::runtime_error when it
+  /// cannot listen. Call stop(sys) before `sys` is destroyed.
+  static std::shared_ptr<data_plane> start(caf::actor_system& sys,
+                                           const options& opts);
+  /// The data plane of `sys`, or nullptr.
+  static std::shared_ptr<data_plane> of(caf::actor_system& sys);
+  /// Closes every connection (their stand-ins go down) and joins the
+  /// threads. Does nothing when `sys` has no data plane. Bounded: every
+  /// socket is shut down first, so no thread waits for a peer.
+  static void stop(caf::actor_system& sys);
+  /// route(remote) on the data plane of `sys`, or `remote` itself when
+  /// `sys` has none.
+  static caf::actor route(caf::actor_system& sys, const caf::actor& remote);
+
+  /// The port it accepts on; 0 when it only dials.
+  virtual uint16_t port() const = 0;
+  /// Accept hellos that carry `secret` from now on.
+  virtual void accept_secret(const std::string& secret) = 0;
+  /// Learn (or update) where nodes' data ports are.
+  virtual void add_routes(const std::vector<data_route>& routes) = 0;
+  /// Dials `r` now if no connection to its node is open; "" or why not
+  /// ("cannot connect to 127.0.0.1:4300: Connection refused").
+  virtual std::string probe(const data_route& r) = 0;
+  /// A local stand-in for `remote` on the connection to its node (dialed on
+  /// first use), or `remote` itself: when it is local or null, when no
+  /// route to its node is known, or when the node cannot be reached now.
+  virtual caf::actor route(const caf::actor& remote) = 0;
+  /// Calls `done` (on some thread, once) when every message that `node`
+  /// wrote to this process on the data plane before now has been
+  /// delivered: each open connection to it is pinged, and answers in order
+  /// after what the node wrote before. At once when there is none. A
+  /// receiver told by CAF that a remote sender went down drains first, so
+  /// that the sender's last messages, sent on the data plane, are not
+  /// overtaken by its down message, which CAF sends its own way.
+  virtual void drain(const caf::node_id& node, std::function<void()> done) = 0;
+  virtual data_plane_stats stats() const = 0;
+
+  virtual ~data_plane() = default;
+};
+
+/// A new job secret: 32 random bytes from OpenSSL's generator.
+std::string make_job_secret();
+
+} // namespace af
