@@ -414,6 +414,71 @@ void wire(const launch& l, const job_plan& plan,
     }
 }
 
+// Direct traffic between nodes (runtime/data_plane.hpp): every node gets a
+// secret for this job and where the others' data ports are, and must reach
+// each of them. Not with TLS: the data plane has no TLS of its own, and
+// must not be a plaintext side channel beside CAF's TLS connections.
+void connect_data_plane(launch& l) {
+  if (l.spawners.empty() || l.sys.has_openssl_manager())
+    return;
+  auto secret = make_job_secret();
+  std::vector<data_route> routes;
+  for (auto& entry : l.spawners) {
+    // (Not a structured binding: the lambda below names the host.)
+    const auto& host = entry.first;
+    const auto& spawner = entry.second;
+    uint16_t port = 0;
+    l.self
+      ->request(spawner, std::chrono::seconds{60}, data_plane_atom::value,
+                secret)
+      .receive([&](uint16_t p) { port = p; },
+               [&](caf::error& err) {
+                 throw std::runtime_error("host '" + host
+                                          + "': no data plane: "
+                                          + l.sys.render(err));
+               });
+    if (port == 0)
+      continue;
+    data_route r;
+    r.node = spawner.node();
+    r.name = host;
+    for (auto& h : l.spec.host())
+      if (h.name() == host)
+        if (auto addr = parse_address(h.address()))
+          r.host = addr->host;
+    r.port = port;
+    r.secret = secret;
+    routes.push_back(std::move(r));
+  }
+  if (routes.empty())
+    return;
+  data_plane::start(l.sys, data_plane::options{})->add_routes(routes);
+  for (auto& [host, spawner] : l.spawners) {
+    std::vector<std::string> problems;
+    l.self
+      ->request(spawner, std::chrono::seconds{60}, data_routes_atom::value,
+                routes)
+      .receive([&](std::vector<std::string>& p) { problems = std::move(p); },
+               [&](caf::error& err) {
+                 problems.push_back("(no answer: " + l.sys.render(err)
+                                    + ")");
+               });
+    if (!problems.empty()) {
+      // "w3: cannot connect to ...": the node names the host it missed.
+      auto& p = problems.front();
+      auto colon = p.find(": ");
+      auto other = colon == std::string::npos ? p : p.substr(0, colon);
+      auto why = colon == std::string::npos ? "" : p.substr(colon + 2);
+      throw std::runtime_error(
+        "host '" + host + "' cannot reach host '" + other
+        + "' directly (" + why
+        + "); every node must reach the others' data ports (docs/"
+          "multi-host.md, \"The data plane\")");
+    }
+  }
+  spdlog::info("data plane: {} nodes connected directly", routes.size());
+}
+
 } // namespace
 
 job job::start(caf::actor_system& sys, const loaded_topology& topo,
@@ -451,6 +516,7 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
   try {
     spawn_services(l, *context, *plan, resume);
     spawn_stages(l, context, result.replicas_);
+    connect_data_plane(l);
   } catch (const std::exception&) {
     l.kill_spawned();
     throw;

@@ -179,6 +179,25 @@ node_spawner_actor::behavior_type spawner_main(spawner_actor self,
       return "jobs served: " + std::to_string(self->state.jobs)
              + ", running: " + std::to_string(self->state.spawned.size());
     },
+    [=](data_plane_atom, const std::string& secret) -> uint16_t {
+      auto plane = data_plane::of(self->system());
+      if (!plane)
+        return 0;
+      plane->accept_secret(secret);
+      return plane->port();
+    },
+    [=](data_routes_atom, const std::vector<data_route>& routes) {
+      std::vector<std::string> problems;
+      auto plane = data_plane::of(self->system());
+      if (!plane)
+        return problems;
+      plane->add_routes(routes);
+      for (auto& r : routes)
+        if (r.node != self->system().node())
+          if (auto why = plane->probe(r); !why.empty())
+            problems.push_back(r.name + ": " + why);
+      return problems;
+    },
   };
 }
 

@@ -12,9 +12,19 @@
 //     (spawn_service_atom, topology_text, service, index, coordinator)
 //                                                             -> caf::actor
 //     (node_info_atom)                                        -> std::string
+//     (data_plane_atom, secret)                               -> uint16_t
+//         accept data-plane connections that show this job's secret; the
+//         answer is the node's data port (0: it has no data plane, as with
+//         TLS)
+//     (data_routes_atom, routes)            -> std::vector<std::string>
+//         where the other nodes' data ports are; the node dials each now,
+//         and the answer lists those it cannot reach ("n3: cannot connect
+//         to 127.0.0.1:4300: Connection refused")
 //
 // topology_text, service: std::string; stage_index, replica, index:
-// uint32_t; coordinator: caf::actor; service_names: std::vector<std::string>
+// uint32_t; coordinator: caf::actor; secret: std::string; routes:
+// std::vector<af::data_route> (runtime/data_plane.hpp); service_names:
+// std::vector<std::string>
 // and service_actors: std::vector<caf::actor>, side by side. The answers are
 // the new stage replica or service actor (an af::service_actor); the
 // handles travel untyped, as the rest of the job holds them.
@@ -38,6 +48,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include "runtime/data_plane.hpp"
 #include "runtime/registry.hpp"
 #include "runtime/stage.hpp"
 
@@ -46,6 +57,8 @@ namespace af {
 using spawn_stage_atom = caf::atom_constant<caf::atom("af_spwst")>;
 using spawn_service_atom = caf::atom_constant<caf::atom("af_spwsv")>;
 using node_info_atom = caf::atom_constant<caf::atom("af_ninfo")>;
+using data_plane_atom = caf::atom_constant<caf::atom("af_dplane")>;
+using data_routes_atom = caf::atom_constant<caf::atom("af_droutes")>;
 
 /// The spawner's interface (the table above). Its down messages (the
 /// coordinators it monitors) are CAF system messages, no part of a typed
@@ -56,7 +69,10 @@ using node_spawner_actor = caf::typed_actor<
                   std::vector<caf::actor>>::with<caf::actor>,
   caf::replies_to<spawn_service_atom, std::string, std::string, uint32_t,
                   caf::actor>::with<caf::actor>,
-  caf::replies_to<node_info_atom>::with<std::string>>;
+  caf::replies_to<node_info_atom>::with<std::string>,
+  caf::replies_to<data_plane_atom, std::string>::with<uint16_t>,
+  caf::replies_to<data_routes_atom, std::vector<data_route>>::with<
+    std::vector<std::string>>>;
 
 /// "HOST:PORT" split; nullopt unless HOST is non-empty and PORT a number in
 /// [0, 65535] (0: any free port, for `--listen` only).

@@ -23,6 +23,7 @@
 
 #include "gpu/model.hpp"
 #include "runtime/coordinator.hpp"
+#include "runtime/data_plane.hpp"
 #include "runtime/ps.hpp"
 #include "runtime/ps_client.hpp"
 #include "runtime/replica_label.hpp"
@@ -98,9 +99,11 @@ struct ps_client::impl {
 
   bool remote(uint32_t s) const { return shards[s].node() != self->node(); }
   // Shard s to send to: the handles come as services (caf::actor), and the
-  // typed one checks each request against runtime/ps.hpp's table.
+  // typed one checks each request against runtime/ps.hpp's table. A shard
+  // on another node is reached through the data plane when it can be
+  // (runtime/data_plane.hpp): its stand-in there, else CAF's proxy.
   ps_shard_actor shard(size_t s) const {
-    return caf::actor_cast<ps_shard_actor>(shards[s]);
+    return caf::actor_cast<ps_shard_actor>(data_plane::route(sys, shards[s]));
   }
   static uint64_t bytes_of(const std::vector<ps_slice>& slices) {
     uint64_t n = 0;

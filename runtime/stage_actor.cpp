@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/census.hpp"
+#include "runtime/data_plane.hpp"
 #include "runtime/stage_state.hpp"
 #include "runtime/stream.hpp"
 
@@ -233,6 +234,23 @@ inbound::edge* sender_edge(stage_self self) {
   return nullptr;
 }
 
+// The consumer that sent the current message (open or demand), as the
+// output edge knows it: on the data plane its sender is the consumer's
+// stand-in, the same actor (node and id) as the edge's peer.
+peer_id sender_output(stage_self self) {
+  auto& st = self->state;
+  const auto& sender = self->current_sender();
+  auto id = caf::actor_cast<caf::actor_control_block*>(sender);
+  if (!sender)
+    return id;
+  for (auto& e : st.out.edges())
+    if (e.id == id
+        || (e.peer && e.peer.id() == sender->id()
+            && e.peer.node() == sender->node()))
+      return e.id;
+  return id;
+}
+
 // Queues an arrived item or marker for processing (see stage_state::order).
 void arrive(stage_state& st, input_event ev) {
   st.order.arrive(std::move(ev), st.inputs);
@@ -284,6 +302,30 @@ void lose_input(stage_self self, inbound::edge& e, const std::string& why) {
   arrive_marker(st, e, input_event::stream_end);
 }
 
+// A producer on another node sends its items and its end of stream on the
+// data plane, and CAF sends its down message its own way (through the
+// coordinator's node): the down can overtake them. So the down of such an
+// input that has not ended is taken again once the data plane delivered
+// everything that node sent before it (data_plane::drain). True when it was
+// held back.
+bool drain_first(stage_self self, const inbound::edge& e,
+                 const caf::down_msg& dm) {
+  auto& st = self->state;
+  auto id = id_of(e.peer);
+  if (st.drained.erase(id) > 0)
+    return false; // its second time
+  if (!e.peer || e.peer.node() == self->node())
+    return false;
+  auto plane = data_plane::of(self->system());
+  if (!plane)
+    return false;
+  st.drained.insert(id);
+  plane->drain(e.peer.node(), [me = caf::actor_cast<caf::actor>(self), dm] {
+    caf::anon_send(me, dm);
+  });
+  return true;
+}
+
 void on_down(stage_self self, caf::down_msg& dm) {
   account(self, [&] {
     auto& st = self->state;
@@ -296,6 +338,8 @@ void on_down(stage_self self, caf::down_msg& dm) {
       return;
     }
     if (auto* e = st.in.find(id)) {
+      if (!e->eos_received && drain_first(self, *e, dm))
+        return;
       if (!e->eos_received && e->replaceable) {
         lose_input(self, *e,
                    dm.reason ? caf::to_string(dm.reason)
@@ -350,7 +394,8 @@ void wire(stage_self self, const wiring& w) {
     st.in.edges().back().replaceable = u.replaceable;
     st.in.edges().back().resend = u.resend;
     self->monitor(peer);
-    self->send(peer, open_atom::value, u.window, u.byte_budget);
+    self->send(via_data_plane(self, peer), open_atom::value, u.window,
+               u.byte_budget);
   }
   for (auto& d : w.downstreams) {
     st.out.add(caf::actor_cast<stage_actor>(d.peer), d.name);
@@ -426,16 +471,12 @@ stage_actor::behavior_type stage_main(stage_self self, stage_setup setup) {
     },
     [=](open_atom, uint64_t window, uint64_t byte_budget) -> caf::result<void> {
       return on_message(self, [&] {
-        auto id =
-          caf::actor_cast<caf::actor_control_block*>(self->current_sender());
-        self->state.out.open(id, window, byte_budget);
+        self->state.out.open(sender_output(self), window, byte_budget);
       });
     },
     [=](demand_atom, uint64_t items, uint64_t bytes) -> caf::result<void> {
       return on_message(self, [&] {
-        auto id =
-          caf::actor_cast<caf::actor_control_block*>(self->current_sender());
-        self->state.out.credit(id, items, bytes);
+        self->state.out.credit(sender_output(self), items, bytes);
       });
     },
     [=](barrier_atom, uint64_t id) -> caf::result<void> {

@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "runtime/data_plane.hpp"
 #include "runtime/stage_state.hpp"
 #include "runtime/stream.hpp"
 
@@ -32,7 +33,17 @@ void stage_state::report_metrics() {
     caf::anon_send(coordinator, stats_atom::value, take_stats(*this));
 }
 
+stage_actor via_data_plane(stage_self self, const stage_actor& peer) {
+  return caf::actor_cast<stage_actor>(
+    data_plane::route(self->system(), caf::actor_cast<caf::actor>(peer)));
+}
+
 namespace {
+
+// Where the items and markers of edge `e` go.
+stage_actor downstream(stage_self self, const outbound::edge& e) {
+  return via_data_plane(self, e.peer);
+}
 
 void report_error(stage_self self, const stream_error& err) {
   auto& st = self->state;
@@ -40,7 +51,7 @@ void report_error(stage_self self, const stream_error& err) {
   if (st.coordinator)
     self->send(st.coordinator, err);
   for (auto& e : st.out.edges())
-    self->send(e.peer, err);
+    self->send(downstream(self, e), err);
 }
 
 // Items per message at most, so that one message never holds a consumer's
@@ -51,14 +62,14 @@ void send_envelope(stage_self self, outbound::edge& e) {
   if (e.envelope.empty())
     return;
   if (e.envelope.size() == 1) {
-    self->send(e.peer, std::move(e.envelope.front()));
+    self->send(downstream(self, e), std::move(e.envelope.front()));
     e.envelope.clear();
     return;
   }
   std::vector<batch> items;
   items.swap(e.envelope);
   e.envelope.reserve(items.size());
-  self->send(e.peer, std::move(items));
+  self->send(downstream(self, e), std::move(items));
 }
 
 } // namespace
@@ -108,7 +119,7 @@ void flush_outputs(stage_self self) {
     } else if (ev.kind == output_event::epoch_end) {
       send_envelopes(self);
       for (auto& e : st.out.edges())
-        self->send(e.peer, end_of_epoch_atom::value, ev.epoch);
+        self->send(downstream(self, e), end_of_epoch_atom::value, ev.epoch);
       st.stats.epochs_ended = std::max(st.stats.epochs_ended, ev.epoch + 1);
       // The coordinator hears of a source's epochs at once: if this
       // replica is lost, another takes over its share from the epoch it
@@ -119,11 +130,11 @@ void flush_outputs(stage_self self) {
     } else if (ev.kind == output_event::barrier) {
       send_envelopes(self);
       for (auto& e : st.out.edges())
-        self->send(e.peer, barrier_atom::value, ev.epoch);
+        self->send(downstream(self, e), barrier_atom::value, ev.epoch);
     } else {
       send_envelopes(self);
       for (auto& e : st.out.edges())
-        self->send(e.peer, end_of_stream_atom::value);
+        self->send(downstream(self, e), end_of_stream_atom::value);
     }
     st.outputs.pop_front();
   }
@@ -132,7 +143,8 @@ void flush_outputs(stage_self self) {
 void send_credit(stage_self self, inbound::edge& e) {
   auto [items, bytes] = self->state.in.take_credit(e);
   if (items > 0 && !e.ended)
-    self->send(e.peer, demand_atom::value, items, bytes);
+    self->send(via_data_plane(self, e.peer), demand_atom::value, items,
+               bytes);
 }
 
 void lose_output(stage_self self, peer_id id, const std::string& why,

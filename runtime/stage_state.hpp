@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <stdexcept>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,6 +61,9 @@ struct stage_state : emitter {
   std::vector<std::pair<size_t, uint64_t>> credit_after_output;
   bool finished = false; // finish() ran, end_of_stream is queued
   bool failed = false;   // a stream_error was raised or received
+  // Inputs on other nodes whose down message was held back until the data
+  // plane delivered what their node sent before it (on_down).
+  std::set<peer_id> drained;
   stage_stats stats;
   clock_type::time_point since = clock_type::now();
   bool waiting_for_credit = false;
@@ -123,6 +127,12 @@ void flush_outputs(stage_self self);
 
 /// Sends the credit collected for input `e`, if any and `e` has not ended.
 void send_credit(stage_self self, inbound::edge& e);
+
+/// What to send a peer replica's messages to: its stand-in on the data
+/// plane when it is on another node that the data plane reaches
+/// (runtime/data_plane.hpp), else `peer` itself. Every message of one
+/// direction of an edge goes this way, so they keep their order.
+stage_actor via_data_plane(stage_self self, const stage_actor& peer);
 
 /// Consumer `id` went down (or the coordinator says it was lost): its
 /// credit is returned; what it had not credited back yet is lost with it,

@@ -17,6 +17,7 @@
 
 #include "apps/actorflow/options.hpp"
 #include "apps/actorflow/shutdown.hpp"
+#include "runtime/data_plane.hpp"
 #include "runtime/node.hpp"
 #include "runtime/system.hpp"
 
@@ -34,6 +35,7 @@ struct node_args {
   int threads = -1;
   tls_options tls;
   double shutdown_timeout_s = 5;
+  int data_port = 0;
 };
 
 int cmd_node(const node_args& args, const registry& reg) {
@@ -81,6 +83,23 @@ int cmd_node(const node_args& args, const registry& reg) {
     spdlog::info("node: TLS with certificate {}; peers need a certificate "
                  "signed by a CA in {}",
                  args.tls.cert, args.tls.ca);
+  // The data plane (runtime/data_plane.hpp), where the node binds. With
+  // TLS there is none: everything stays on CAF's TLS connections.
+  if (!args.tls.enabled()) {
+    try {
+      data_plane::options dp;
+      dp.listen_host = addr->host;
+      dp.port = static_cast<uint16_t>(args.data_port);
+      auto plane = data_plane::start(sys, dp);
+      spdlog::info("node: data port {}:{}", addr->host, plane->port());
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "node: %s\n", ex.what());
+      caf::anon_send_exit(spawner, caf::exit_reason::user_shutdown);
+      bound_shutdown(exit_failure, shutdown_limit(args.shutdown_timeout_s),
+                     signals_received);
+      return exit_failure;
+    }
+  }
   install_signal_handlers();
   while (signals_received.load() == 0)
     std::this_thread::sleep_for(std::chrono::milliseconds{100});
@@ -89,6 +108,7 @@ int cmd_node(const node_args& args, const registry& reg) {
   bound_shutdown(exit_ok, shutdown_limit(args.shutdown_timeout_s),
                  signals_received);
   await_exits(shutdown_limit(args.shutdown_timeout_s));
+  data_plane::stop(sys);
   stall_if_asked(sys);
   return exit_ok;
 }
@@ -110,6 +130,13 @@ void add_node(CLI::App& app, const registry& reg,
     ->add_option("--threads", args->threads,
                  "Scheduler worker threads (default: the number of cores)")
     ->check(CLI::NonNegativeNumber);
+  node
+    ->add_option("--data-port", args->data_port,
+                 "Port of the data plane, where stages and shards on other "
+                 "nodes send tensors straight to this node; it binds where "
+                 "--listen binds (0: a free port; none with TLS)")
+    ->check(CLI::Range(0, 65535))
+    ->capture_default_str();
   add_tls_options(node, args->tls);
   add_shutdown_option(node, args->shutdown_timeout_s);
   node->callback([args, &reg, &action] {

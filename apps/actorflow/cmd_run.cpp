@@ -23,6 +23,7 @@
 #include "apps/actorflow/progress.hpp"
 #include "apps/actorflow/report.hpp"
 #include "apps/actorflow/shutdown.hpp"
+#include "runtime/data_plane.hpp"
 #include "runtime/autotune.hpp"
 #include "runtime/job.hpp"
 #include "runtime/system.hpp"
@@ -361,6 +362,7 @@ int cmd_run(const run_args& args, const registry& reg) {
   bound_shutdown(rc, shutdown_limit(args.shutdown_timeout_s),
                  signals_received);
   await_exits(shutdown_limit(args.shutdown_timeout_s));
+  data_plane::stop(sys);
   return rc;
 }
 

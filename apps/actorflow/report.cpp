@@ -85,13 +85,16 @@ void print_summary(std::FILE* out, const std::string& job_name,
                  human_bytes(static_cast<double>(net) / secs).c_str());
   if (p.coordinator_bytes > 0) {
     auto net = network_bytes_of(p);
-    std::string share =
-      net > 0 ? ", " + std::to_string(static_cast<int>(
-                         100.0 * static_cast<double>(p.coordinator_bytes)
-                           / static_cast<double>(net)
-                         + 0.5))
-                  + "% of the data between nodes"
-              : std::string{};
+    // Whole percents; two decimals below 1% (the data plane's share is
+    // hundredths of a percent, docs/multi-host.md).
+    std::string share;
+    if (net > 0) {
+      auto pct = 100.0 * static_cast<double>(p.coordinator_bytes)
+                 / static_cast<double>(net);
+      char buf[32];
+      std::snprintf(buf, sizeof buf, pct < 1 ? "%.2f" : "%.0f", pct);
+      share = std::string{", "} + buf + "% of the data between nodes";
+    }
     std::fprintf(out,
                  "  through the coordinator: %s sent and received over its "
                  "connections to the nodes%s\n",

@@ -3,25 +3,30 @@
 # cuts mid-job (root only; prints SKIP otherwise, and FAIL where CI is set).
 # Usage: netns_test.sh ACTORFLOW CASE
 #
-# Case link_cut: two namespaces afns-PID-w2 and afns-PID-w3, each joined to
-# the root namespace by a veth pair (10.213.N.1/24 outside, 10.213.N.2/24
-# inside, N picked from this script's pid and checked to be unused), each
-# with an `actorflow node --listen 10.213.N.2:0` inside; node w1 runs in
-# the root namespace on 127.0.0.1, and `actorflow run` too. The topology is
-# data/multi_killed.pbtxt.in with w2's and w3's addresses replaced by the
-# namespaces': the source, the batcher and both shards on w1, trainer
-# replica 0 on w2, replica 1 on w3. After a fault-free run, w3's link is
-# cut (its root-side veth set down) once train[1] has trained: the process
-# lives on, its packets go nowhere, and both ends drop the connection after
-# the middleman's 3 s heartbeat timeout. The job must finish with train[0]
-# and report train[1] lost.
+# Case link_cut: two namespaces afns-PID-w2 and afns-PID-w3, each joined by
+# a veth pair to a bridge afbPID in the root namespace, all in one
+# 10.213.N.0/24 (N picked from this script's pid and checked to be unused):
+# the bridge is 10.213.N.1, w2 10.213.N.2, w3 10.213.N.3, each with an
+# `actorflow node --listen 10.213.N.K:0` inside. Node w1 runs in the root
+# namespace on the bridge's address, and `actorflow run` there too. So
+# every node reaches every other directly, as the data plane needs
+# (runtime/data_plane.hpp), and a bridge is no IP forwarding: nothing of
+# the machine's own settings changes. The topology is
+# data/multi_killed.pbtxt.in with the nodes' addresses replaced: the
+# source, the batcher and both shards on w1, trainer replica 0 on w2,
+# replica 1 on w3. After a fault-free run, w3's link is cut (its
+# root-side veth set down) once train[1] has trained: the process lives
+# on, its packets go nowhere, and both ends drop the connection after the
+# middleman's 3 s heartbeat timeout. The job must finish with train[0] and
+# report train[1] lost.
 #
 # The EXIT trap removes everything made here, also after a failure or a
 # SIGTERM/SIGINT/SIGHUP: the job if it still runs (SIGTERM to its
 # timeout(1), which passes it on), the nodes started (exactly their pids:
 # SIGTERM, SIGKILL after a grace period, wait; before their namespaces
-# go), then the veth pairs, then the namespaces; and checks that none of
-# them is left. (A SIGKILL of this script leaves them: afns-PID-*, afvPID*.)
+# go), then the veth pairs and the bridge, then the namespaces; and checks
+# that none of them is left. (A SIGKILL of this script leaves them:
+# afns-PID-*, afvPID*, afbPID.)
 set -u
 bin=$1
 case_name=$2
@@ -67,79 +72,93 @@ trap 'exit 143' TERM
 trap 'exit 130' INT
 trap 'exit 129' HUP
 
-# Two unused /24s in 10.213.0.0/16, chosen from the pid so that parallel
-# runs differ: nothing on this machine has an address or a route in them.
+# An unused /24 in 10.213.0.0/16, chosen from the pid so that parallel
+# runs differ: nothing on this machine has an address or a route in it.
 subnet_free() {
   [ -z "$(ip -4 -o addr show to "10.213.$1.0/24")" ] \
     && [ -z "$(ip -4 route show root "10.213.$1.0/24")" ] \
     && [ -z "$(ip -4 route show table all root "10.213.$1.0/24" 2>/dev/null)" ]
 }
-declare -A net   # name -> N of 10.213.N.0/24
+net=       # N of 10.213.N.0/24
+bridge=    # the bridge in the root namespace
 declare -A veth  # name -> its root-side veth
-pick_subnets() {
+pick_subnet() {
   local base tries
-  base=$((($$ % 120) * 2 + 10))
-  for ((tries = 0; tries < 120; ++tries)); do
-    if subnet_free $base && subnet_free $((base + 1)); then
-      net[w2]=$base; net[w3]=$((base + 1))
+  base=$((($$ % 240) + 10))
+  for ((tries = 0; tries < 240; ++tries)); do
+    if subnet_free $base; then
+      net=$base
       return 0
     fi
-    base=$(((base - 10 + 2) % 240 + 10))
+    base=$(((base - 10 + 1) % 240 + 10))
   done
-  fail "no two free /24s in 10.213.0.0/16"
+  fail "no free /24 in 10.213.0.0/16"
 }
 
-# netns_node NAME: namespace afns-PID-NAME joined by veth afvPID-NAME (root
-# side, 10.213.N.1/24) / afpPID-NAME (inside, 10.213.N.2/24), lo up, and a
-# node listening on 10.213.N.2 (any free port) inside, started as
-# start_node does (under a timeout(1) watchdog; node_pid, port, watcher).
+# make_bridge: bridge afbPID, up, 10.213.N.1/24 (where w1 listens).
+make_bridge() {
+  bridge=afb$$
+  ip link add "$bridge" type bridge || fail "ip link add $bridge type bridge"
+  made_links+=("$bridge")
+  ip addr add "10.213.$net.1/24" dev "$bridge" || fail "address on $bridge"
+  ip link set "$bridge" up || fail "ip link set $bridge up"
+}
+
+# netns_node NAME K: namespace afns-PID-NAME joined by veth afvPID-NAME
+# (root side, a port of the bridge) / afpPID-NAME (inside,
+# 10.213.N.K/24), lo up, and a node listening on 10.213.N.K (any free
+# port) inside, started as start_node does (under a timeout(1) watchdog;
+# node_pid, port, watcher).
 netns_node() {
-  local name=$1 ns=afns-$$-$1 out=afv$$$1 in=afp$$$1 n=${net[$1]}
+  local name=$1 k=$2 ns=afns-$$-$1 out=afv$$$1 in=afp$$$1
   ip netns add "$ns" || fail "ip netns add $ns"
   made_ns+=("$ns")
   ip link add "$out" type veth peer name "$in" netns "$ns" \
     || fail "ip link add $out type veth peer name $in netns $ns"
   made_links+=("$out")
-  ip addr add "10.213.$n.1/24" dev "$out" || fail "address on $out"
+  ip link set "$out" master "$bridge" || fail "ip link set $out master $bridge"
   ip link set "$out" up || fail "ip link set $out up"
-  ip -n "$ns" addr add "10.213.$n.2/24" dev "$in" || fail "address on $in in $ns"
+  ip -n "$ns" addr add "10.213.$net.$k/24" dev "$in" || fail "address on $in in $ns"
   ip -n "$ns" link set "$in" up || fail "ip link set $in up in $ns"
   ip -n "$ns" link set lo up || fail "ip link set lo up in $ns"
   veth[$name]=$out
   node_exec=(ip netns exec "$ns")
-  start_node "$name" "10.213.$n.2:0"
+  start_node "$name" "10.213.$net.$k:0"
   node_exec=()
 }
 
-
-
-
 case $case_name in
   link_cut)
-    pick_subnets
-    start_node w1
-    netns_node w2
+    pick_subnet
+    make_bridge
+    start_node w1 "10.213.$net.1:0"
+    netns_node w2 2
     # w3 without leak checks: cut off, its trainer's ps_client fails, and
     # CAF 0.17 then leaves its caf::scoped_actor in a reference cycle with
     # the request timeouts still due (indirect leaks inside CAF at exit;
     # see shard_frozen in multihost_test.sh). Draining the mailbox when a
     # client goes would need CAF's intrusive queues, whose take_front()
     # and clear() trip UBSan in CAF 0.17.
-    ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" netns_node w3
-    echo "w1 127.0.0.1:${port[w1]}, w2 10.213.${net[w2]}.2:${port[w2]} (afns-$$-w2), w3 10.213.${net[w3]}.2:${port[w3]} (afns-$$-w3)"
-    sed -e "s/@P1@/${port[w1]}/g" \
-        -e "s/127\.0\.0\.1:@P2@/10.213.${net[w2]}.2:${port[w2]}/" \
-        -e "s/127\.0\.0\.1:@P3@/10.213.${net[w3]}.2:${port[w3]}/" \
-        -e "s/@P2@/${port[w2]}/g" -e "s/@P3@/${port[w3]}/g" \
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" netns_node w3 3
+    echo "w1 10.213.$net.1:${port[w1]} (bridge $bridge), w2 10.213.$net.2:${port[w2]} (afns-$$-w2), w3 10.213.$net.3:${port[w3]} (afns-$$-w3)"
+    sed -e "s/127\.0\.0\.1:@P1@/10.213.$net.1:${port[w1]}/" \
+        -e "s/127\.0\.0\.1:@P2@/10.213.$net.2:${port[w2]}/" \
+        -e "s/127\.0\.0\.1:@P3@/10.213.$net.3:${port[w3]}/" \
+        -e "s/@P1@/${port[w1]}/g" -e "s/@P2@/${port[w2]}/g" -e "s/@P3@/${port[w3]}/g" \
         "$data/multi_killed.pbtxt.in" >"$tmp/topo.pbtxt"
     ! grep -q '@P[0-9]@' "$tmp/topo.pbtxt" || fail "a port is not filled in"
-    grep -q "address: \"10.213.${net[w3]}.2:${port[w3]}\"" "$tmp/topo.pbtxt" \
+    grep -q "address: \"10.213.$net.3:${port[w3]}\"" "$tmp/topo.pbtxt" \
       || fail "w3's address is not the namespace's"
+    grep -q "address: \"10.213.$net.1:${port[w1]}\"" "$tmp/topo.pbtxt" \
+      || fail "w1's address is not the bridge's"
     # Fault-free first: the namespaced nodes work, and the AUC to compare.
     topo=$tmp/topo.pbtxt
     fault_free_run
     node_has w2 "node: started train\[0\]"
     node_has w3 "node: started train\[1\]"
+    # The trainers' data went straight to w1, not through the coordinator.
+    expect_err "data plane: 3 nodes connected directly"
+    for n in w1 w2 w3; do node_has "$n" "data port 10.213.$net."; done
     # Again, and w3's link is cut once train[1] has trained.
     ended_before=$(grep -c 'node: job ended' "$tmp/node-w3.err")
     start_job 60 "$tmp/node-w3.err" 'train\[1\]: epoch [0-9]\+ step'
