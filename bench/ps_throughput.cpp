@@ -5,18 +5,29 @@
 //   - spawns a PS shard holding one dense variable of --floats floats
 //     (a dense layer [floats, 1] and its 1-float bias; sgd, unbounded
 //     staleness) and publishes it on 127.0.0.1 (a free port);
-//   - listens on a plain TCP socket (a free port) that reads N bytes and
-//     writes N bytes back, per request;
-// and prints both ports on one line. The parent then, in the same run:
+//   - starts a data plane (runtime/data_plane.hpp) on 127.0.0.1 (a free
+//     port) with a secret it makes;
+//   - listens on a plain TCP socket (a free port) that, per request, reads
+//     N bytes and writes them back: all N first, then back
+//     (store-and-forward), or each chunk of 1 MiB back as it arrives
+//     (streaming, the reader reading while the writer writes);
+// and prints its ports and the secret on one line. The parent then, in
+// the same run:
 //   - PS: joins as worker 0 with af::ps_client (what a trainer runs) and
 //     does --rounds of push (all gradients) + pull (all parameters), once
 //     with large slices in parts of --part-kib (runtime/ps.hpp, "Parts")
-//     and once with one message per shard;
-//   - TCP: sends the same bytes and reads them back, --rounds times;
+//     and once with one message per shard; with --plane data (the
+//     default) the client reaches the shard on the data plane, as a job's
+//     trainers do, with --plane caf through CAF's middleman (before issue
+//     17, every job's path);
+//   - TCP: sends the same bytes and reads them back, --rounds times, store
+//     and forward, and streaming;
 // after a warm-up of each (--warmup rounds; a fresh connection is slow for
 // its first ~100-200 MB). MB/s = (bytes pushed + bytes pulled) / seconds,
-// payload only (1 MB = 1e6 bytes). The three alternate --reps times; the
-// table holds the medians and the medians of the per-run ratios to TCP.
+// payload only (1 MB = 1e6 bytes). The four alternate --reps times; the
+// table holds the medians and the medians of the per-run ratios to the
+// store-and-forward copy (a push+pull is one: the pull is sent after the
+// push was read).
 // Afterwards it checks that every push was applied exactly once and that
 // pulls in parts and in one message agree (exit 1 and no table if not).
 //
@@ -59,6 +70,7 @@
 #include "actors/training_spec.hpp"
 #include "gpu/device.hpp"
 #include "gpu/model.hpp"
+#include "runtime/data_plane.hpp"
 #include "runtime/ps_client.hpp"
 #include "runtime/system.hpp"
 
@@ -144,8 +156,13 @@ int listen_any(uint16_t& port) {
   return fd;
 }
 
+// A request's byte count with this bit set: streaming (see above).
+constexpr uint64_t streaming_bit = uint64_t{1} << 63;
+constexpr size_t stream_chunk = size_t{1} << 20;
+
 // The plain copy's server: per request a u64 byte count N, then N bytes in,
-// then N bytes back. Ends at the client's end of stream.
+// then N bytes back (chunk by chunk when streaming). Ends at the client's
+// end of stream.
 void tcp_serve(int listener) {
   int fd = ::accept(listener, nullptr, nullptr);
   if (fd < 0)
@@ -158,6 +175,17 @@ void tcp_serve(int listener) {
       uint64_t n = 0;
       if (!read_all(fd, &n, sizeof n))
         break;
+      if (n & streaming_bit) {
+        n &= ~streaming_bit;
+        buf.resize(stream_chunk);
+        for (uint64_t done = 0; done < n;) {
+          auto k = std::min<uint64_t>(stream_chunk, n - done);
+          read_all(fd, buf.data(), k);
+          write_all(fd, buf.data(), k);
+          done += k;
+        }
+        continue;
+      }
       buf.resize(n);
       read_all(fd, buf.data(), n);
       write_all(fd, buf.data(), n);
@@ -199,8 +227,20 @@ int serve(int64_t floats, size_t threads, uint32_t shards) {
   uint16_t tcp_port = 0;
   int listener = listen_any(tcp_port);
   std::thread tcp{tcp_serve, listener};
-  std::printf("tcp_port %u ps_ports %s\n", static_cast<unsigned>(tcp_port),
-              ports.c_str());
+  data_plane::options dp;
+  dp.listen_host = "127.0.0.1";
+  auto plane = data_plane::start(sys, dp);
+  auto secret = make_job_secret();
+  plane->accept_secret(secret);
+  std::string hex;
+  for (unsigned char c : secret) {
+    char b[3];
+    std::snprintf(b, sizeof b, "%02x", c);
+    hex += b;
+  }
+  std::printf("tcp_port %u ps_ports %s data_port %u secret %s\n",
+              static_cast<unsigned>(tcp_port), ports.c_str(),
+              static_cast<unsigned>(plane->port()), hex.c_str());
   std::fflush(stdout);
   // Until the parent closes our stdin (or dies).
   char c;
@@ -230,6 +270,7 @@ int serve(int64_t floats, size_t threads, uint32_t shards) {
     for (auto& a : shard_actors)
       sys.registry().erase(a->id());
   }
+  data_plane::stop(sys);
   std::thread{[] {
     std::this_thread::sleep_for(std::chrono::seconds{5});
     std::fprintf(stderr, "ps_throughput --serve: CAF's shutdown hangs "
@@ -457,6 +498,7 @@ struct tcp_side {
       ::close(fd);
   }
 
+  // Store and forward: all bytes out, then all back.
   double run(int rounds) {
     auto t0 = clock_type::now();
     for (int r = 0; r < rounds; ++r) {
@@ -469,23 +511,45 @@ struct tcp_side {
     auto s = std::chrono::duration<double>(clock_type::now() - t0).count();
     return 2.0 * static_cast<double>(out.size()) * rounds / s / 1e6;
   }
+
+  // Streaming: a thread writes while this one reads what comes back.
+  double run_streaming(int rounds) {
+    auto t0 = clock_type::now();
+    for (int r = 0; r < rounds; ++r) {
+      uint64_t n = out.size() | streaming_bit;
+      write_all(fd, &n, sizeof n);
+      std::thread writer{[this] { write_all(fd, out.data(), out.size()); }};
+      bool ok = read_all(fd, in.data(), in.size());
+      writer.join();
+      if (!ok)
+        throw std::runtime_error("tcp: the server closed the connection");
+    }
+    auto s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    return 2.0 * static_cast<double>(out.size()) * rounds / s / 1e6;
+  }
 };
 
 int run_parent(int64_t floats, int rounds, int warmup, int reps,
                size_t threads, uint32_t shards, size_t part_bytes,
-               size_t window) {
+               size_t window, const std::string& plane) {
   std::vector<std::string> args{"ps_throughput", "--serve", "--floats",
                                 std::to_string(floats), "--threads",
                                 std::to_string(threads), "--shards",
                                 std::to_string(shards)};
   child_process child{args};
   int tcp_port = 0;
+  int data_port = 0;
   auto line = child.first_line();
   char ports[4096] = {0};
-  if (std::sscanf(line.c_str(), "tcp_port %d ps_ports %4000s", &tcp_port,
-                  ports)
-      != 2)
+  char hex[129] = {0};
+  if (std::sscanf(line.c_str(),
+                  "tcp_port %d ps_ports %4000s data_port %d secret %128s",
+                  &tcp_port, ports, &data_port, hex)
+      != 4)
     throw std::runtime_error("unexpected line from --serve: " + line);
+  std::string secret;
+  for (size_t i = 0; hex[i] != 0 && hex[i + 1] != 0; i += 2)
+    secret += static_cast<char>(std::stoi(std::string{hex + i, 2}, nullptr, 16));
   {
     caf::actor_system_config cfg;
     configure(cfg, threads);
@@ -498,6 +562,18 @@ int run_parent(int64_t floats, int rounds, int warmup, int reps,
         throw std::runtime_error("remote_actor: " + sys.render(shard.error()));
       remote.push_back(*shard);
     }
+    if (plane == "data") {
+      data_route r;
+      r.node = remote.front().node();
+      r.name = "--serve";
+      r.host = "127.0.0.1";
+      r.port = static_cast<uint16_t>(data_port);
+      r.secret = secret;
+      auto dp = data_plane::start(sys, data_plane::options{});
+      dp->add_routes({r});
+      if (auto why = dp->probe(r); !why.empty())
+        throw std::runtime_error("data plane: " + why);
+    }
     ps_side ps{sys, std::move(remote), floats};
     tcp_side tcp{static_cast<uint16_t>(tcp_port), ps.bytes};
     auto mib = static_cast<double>(ps.bytes) / (1 << 20);
@@ -505,24 +581,30 @@ int run_parent(int64_t floats, int rounds, int warmup, int reps,
                 "(%.2f MiB per push and per pull) on %u shard(s), %d rounds "
                 "of push+pull per run after %d warm-up rounds, medians of "
                 "%d runs of each (interleaved), %zu threads, sharing "
-                "scheduler\n\n",
+                "scheduler, PS over %s\n\n",
                 static_cast<long long>(floats), mib, shards, rounds, warmup,
-                reps, threads);
+                reps, threads,
+                plane == "data" ? "the data plane" : "CAF's middleman");
     std::fflush(stdout);
     tcp.run(warmup);
+    tcp.run_streaming(warmup);
     ps.run(warmup, part_bytes, window);
     ps.run(warmup, 0, window);
-    std::vector<double> ps_runs, one_runs, tcp_runs, ratios, one_ratios;
+    std::vector<double> ps_runs, one_runs, tcp_runs, stream_runs, ratios,
+      one_ratios, stream_ratios;
     for (int i = 0; i < reps; ++i) {
       tcp_runs.push_back(tcp.run(rounds));
+      stream_runs.push_back(tcp.run_streaming(rounds));
       ps_runs.push_back(ps.run(rounds, part_bytes, window));
       one_runs.push_back(ps.run(rounds, 0, window));
       ratios.push_back(ps_runs.back() / tcp_runs.back());
       one_ratios.push_back(one_runs.back() / tcp_runs.back());
+      stream_ratios.push_back(stream_runs.back() / tcp_runs.back());
       std::fprintf(stderr,
-                   "run %d: tcp %.0f MB/s, ps in parts %.0f MB/s, ps one "
-                   "message %.0f MB/s\n",
-                   i + 1, tcp_runs.back(), ps_runs.back(), one_runs.back());
+                   "run %d: tcp %.0f MB/s, tcp streaming %.0f MB/s, ps in "
+                   "parts %.0f MB/s, ps one message %.0f MB/s\n",
+                   i + 1, tcp_runs.back(), stream_runs.back(),
+                   ps_runs.back(), one_runs.back());
     }
     if (auto err = ps.verify(part_bytes, window); !err.empty())
       throw std::runtime_error("check failed: " + err);
@@ -532,7 +614,11 @@ int run_parent(int64_t floats, int rounds, int warmup, int reps,
                  static_cast<unsigned long long>(ps.step));
     std::printf("| transport (2 processes, loopback) | push+pull MB/s "
                 "| vs plain TCP |\n|---|---|---|\n");
-    std::printf("| plain TCP socket copy | %.0f | 100%% |\n", median(tcp_runs));
+    std::printf("| plain TCP socket copy, store and forward | %.0f | 100%% "
+                "|\n",
+                median(tcp_runs));
+    std::printf("| plain TCP socket copy, streaming | %.0f | %.1f%% |\n",
+                median(stream_runs), 100.0 * median(stream_ratios));
     std::printf("| ps push+pull, parts of %.2f MiB, window %zu "
                 "| %.0f | %.1f%% |\n",
                 static_cast<double>(part_bytes) / (1 << 20), window,
@@ -541,6 +627,7 @@ int run_parent(int64_t floats, int rounds, int warmup, int reps,
                 median(one_runs), 100.0 * median(one_ratios));
     std::fflush(stdout);
     ::shutdown(tcp.fd, SHUT_RDWR);
+    data_plane::stop(sys);
   }
   int status = child.stop();
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -566,6 +653,7 @@ int main(int argc, char** argv) {
   uint32_t shards = 1;
   size_t part_kib = 4096;
   size_t window = 8;
+  std::string plane = "data";
   app.add_option("--floats", floats, "Floats of the dense variable")
     ->capture_default_str();
   app.add_option("--rounds", rounds, "Push+pull rounds per run")
@@ -584,6 +672,11 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   app.add_option("--window", window, "Pull parts in flight")
     ->capture_default_str();
+  app.add_option("--plane", plane,
+                 "How the PS client reaches the shard: data (the data "
+                 "plane, as jobs do) or caf (CAF's middleman)")
+    ->check(CLI::IsMember({"data", "caf"}))
+    ->capture_default_str();
   app.add_flag("--serve", serve_role,
                "Internal: the child's role (shard and TCP server)");
   CLI11_PARSE(app, argc, argv);
@@ -597,7 +690,7 @@ int main(int argc, char** argv) {
     if (serve_role)
       return serve(floats, threads, shards);
     return run_parent(floats, rounds, warmup, reps, threads, shards,
-                      part_kib << 10, window);
+                      part_kib << 10, window, plane);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ps_throughput: %s\n", e.what());
     return 1;
