@@ -49,6 +49,10 @@ bool idx_reader::open(const std::string& path) {
     return false;
   }
   row_bytes_ = 1;
+  // The row's dimensions other than 0: bounded as well, so that a tensor
+  // of rows has an element count that fits (a 0 makes row_bytes_ 0 and
+  // would let any dimension after it through: found by fuzz_idx).
+  int64_t nonzero = 1;
   for (int i = 0; i < rank; ++i) {
     unsigned char d[4];
     if (gzread(impl_->gz, d, 4) != 4) {
@@ -59,7 +63,7 @@ bool idx_reader::open(const std::string& path) {
     int64_t dim = (int64_t{d[0]} << 24) | (int64_t{d[1]} << 16)
                   | (int64_t{d[2]} << 8) | int64_t{d[3]};
     dims_.push_back(dim);
-    if (i > 0 && dim > 0 && row_bytes_ > max_idx_row_bytes / dim) {
+    if (i > 0 && dim > 0 && nonzero > max_idx_row_bytes / dim) {
       // Checked as the header is read: the product cannot overflow.
       error_ = path + ": offset " + std::to_string(4 + 4 * i)
                + ": an IDX row of more than "
@@ -71,6 +75,8 @@ bool idx_reader::open(const std::string& path) {
     }
     if (i > 0)
       row_bytes_ *= dim;
+    if (i > 0 && dim > 0)
+      nonzero *= dim;
   }
   return true;
 }
