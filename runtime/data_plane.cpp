@@ -37,6 +37,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/data_frame.hpp"
+#include "runtime/failpoint.hpp"
 
 namespace af {
 
@@ -599,6 +600,8 @@ std::string connection::read_frames() {
       return why;
     ++plane_.frames_received;
     plane_.bytes_received += sizeof head + h.descriptor + h.payload;
+    if (failpoint_hit("data_plane.cut"))
+      return "failpoint data_plane.cut: the connection is cut";
   }
 }
 

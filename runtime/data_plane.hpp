@@ -16,15 +16,17 @@
 // the sender's node) is lost. Per-sender order holds: one sender's frames
 // to one node go on one connection, read by one thread.
 //
-// Who uses it: PS clients for every request to a shard on another node
-// (runtime/ps_client.*). A message the data plane cannot carry (no route to
-// the node, TLS on, the connection cannot be made) goes through CAF as
+// Who uses it: stage replicas for the items, markers and credit of an
+// edge to a replica on another node (runtime/stage_output.cpp), and PS
+// clients for every request to a shard on another node
+// (runtime/ps_client.*). A message the data plane cannot carry (no route
+// to the node, TLS on, the connection cannot be made) goes through CAF as
 // before.
 //
 // Trust: a node's data port binds where its CAF port binds. A connection
 // must open with a hello that carries a secret the node was given by a
 // coordinator over the control channel (job::start makes one per job), or
-// it is closed: see accepted_secret. Every connection closed for a bad
+// it is closed: see accept_secret. Every connection closed for a bad
 // frame or a bad hello is logged with the peer's address and counted
 // (data_plane_stats). With TLS (--tls-*) the job does not use the data
 // plane at all: there is no plaintext side channel.
@@ -35,6 +37,8 @@
 // with caf::sec::request_receiver_down, and a message sent to a dead
 // stand-in is dropped (a request bounces). The next route() dials again;
 // a node it cannot reach falls back to CAF, with a warning naming it.
+// Stage replicas monitor the stand-ins of their peers, so a broken
+// connection ends their edges as a lost node would (runtime/stage_actor.cpp).
 #pragma once
 
 #include <chrono>

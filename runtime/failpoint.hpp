@@ -11,6 +11,10 @@
 //   ps.push.acked   ... has the acknowledgements of a step's push
 //     (these three: the process logs "failpoint NAME (hit N): killing this
 //     process" and sends itself SIGKILL, as a crash or a lost host would)
+//   data_plane.cut  a data-plane connection delivered a frame: the
+//     connection is closed as broken, as a cut link would end it, while
+//     the process and its CAF connections live on
+//     (runtime/data_plane.hpp)
 //   shutdown.stall  `actorflow run`/`node` begin their shutdown: an actor
 //     is left with a reference that is never released, so CAF's
 //     ~actor_system() would wait for it forever (what the shutdown bound,

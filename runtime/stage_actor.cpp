@@ -331,13 +331,21 @@ void on_down(stage_self self, caf::down_msg& dm) {
     auto& st = self->state;
     if (st.failed)
       return;
-    auto id = caf::actor_cast<caf::actor_control_block*>(dm.source);
+    peer_id id = caf::actor_cast<caf::actor_control_block*>(dm.source);
     if (st.coordinator && id == id_of(st.coordinator)) {
       // Nobody is left to report to or to shut us down.
       self->quit(dm.reason);
       return;
     }
-    if (auto* e = st.in.find(id)) {
+    auto* e = st.in.find(id);
+    if (e == nullptr)
+      // A stand-in on the data plane whose connection broke: the same
+      // node and id as the peer it stands for (monitored by wire()).
+      for (auto& in : st.in.edges())
+        if (in.peer && in.peer.id() == dm.source.id()
+            && in.peer.node() == dm.source.node())
+          e = &in;
+    if (e != nullptr) {
       if (!e->eos_received && drain_first(self, *e, dm))
         return;
       if (!e->eos_received && e->replaceable) {
@@ -362,6 +370,10 @@ void on_down(stage_self self, caf::down_msg& dm) {
       }
       return;
     }
+    for (auto& out : st.out.edges())
+      if (out.id != id && out.peer && out.peer.id() == dm.source.id()
+          && out.peer.node() == dm.source.node())
+        id = out.id; // a stand-in, as above
     lose_output(self, id,
                 dm.reason ? caf::to_string(dm.reason) : std::string{"exited"},
                 static_cast<bool>(dm.reason));
@@ -381,6 +393,17 @@ void keep_restore(stage_self self, std::string& state, bool ended) {
   st.restore_ended = ended;
 }
 
+// A peer on another node reached on the data plane: its stand-in is
+// monitored too. When the connection breaks (the link between the two
+// nodes was cut, while both still reach the coordinator) the stand-in goes
+// down, and the edge is handled as if the peer's node were lost: what was
+// in flight on it is lost, and nothing may wait for it for good.
+void monitor_stand_in(stage_self self, const stage_actor& peer) {
+  auto to = via_data_plane(self, peer);
+  if (id_of(to) != id_of(peer))
+    self->monitor(to);
+}
+
 // wire_atom: open every input, start the stream.
 void wire(stage_self self, const wiring& w) {
   auto& st = self->state;
@@ -394,6 +417,7 @@ void wire(stage_self self, const wiring& w) {
     st.in.edges().back().replaceable = u.replaceable;
     st.in.edges().back().resend = u.resend;
     self->monitor(peer);
+    monitor_stand_in(self, peer);
     self->send(via_data_plane(self, peer), open_atom::value, u.window,
                u.byte_budget);
   }
@@ -402,6 +426,7 @@ void wire(stage_self self, const wiring& w) {
     st.out.edges().back().keep = d.resend;
     st.out.edges().back().stats.remote = d.peer.node() != self->node();
     self->monitor(d.peer);
+    monitor_stand_in(self, caf::actor_cast<stage_actor>(d.peer));
   }
   st.source = w.upstreams.empty();
   st.order.reset(w.upstreams.size(),

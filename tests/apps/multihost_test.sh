@@ -345,7 +345,9 @@ decoder_killed() {
   input_node_killed multi_decode decode
   expect_err "decode\[1\] went down (.*); its unfinished items go to the other replicas of decode"
   expect_out "^  replica lost, job went on: decode\[1\]: .*; its unfinished items went to the other replicas$"
-  node_has w1 "reader\[0\]: consumer 'decode\[1\]' went down (its node is lost, the coordinator says); the [0-9]\+ items it had not finished go to the other replicas"
+  # The reader hears of it by the coordinator's word, or first by its data
+  # connection to w3 breaking (its stand-in for decode[1] goes down).
+  node_has w1 "reader\[0\]: consumer 'decode\[1\]' went down (\(its node is lost, the coordinator says\|exit_reason(remote_link_unreachable)\)); the [0-9]\+ items it had not finished go to the other replicas"
   grep 'consumer .decode\[1\]' "$tmp/node-w1.err"
   local again
   again=$(sed -n "s/.*consumer 'decode\[1\]' went down .*; the \([0-9]\+\) items it had not finished.*/\1/p" "$tmp/node-w1.err" | head -1)
@@ -581,6 +583,28 @@ PY
     ! grep -q "through the coordinator" "$tmp/out" || fail "a job in one process reports bytes through the coordinator"
     python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["coordinator_bytes"] != 0)' \
       "$tmp/local.json" || fail "a job in one process has coordinator_bytes"
+    for n in w1 w2 w3; do wait_log "$n" "node: job ended" 15; done
+    expect_clean_end
+    ;;
+  data_link_cut)
+    # A data connection that breaks while both nodes live on and stay
+    # connected to the coordinator (runtime/data_plane.hpp; the failpoint
+    # closes w2's after 300 frames, as a cut link would): train[0] on w2
+    # loses its input from batch[0] on w1 as if w1 were lost, fails, and
+    # the job goes on with train[1], instead of waiting for ever for the
+    # items that were in flight on the connection. batch[0] returns their
+    # credit.
+    start_node w1
+    AF_FAILPOINT=data_plane.cut:300 start_node w2
+    start_node w3
+    topology multi_killed "${port[w1]}" "${port[w2]}" "${port[w3]}"
+    run_limited 90 run "$topo" --no-progress
+    expect_rc 0
+    expect_out "job 'multi-killed' finished"
+    expect_out "replica lost, job went on: train\[0\]: input from 'batch\[0\]' went down before its end of stream: exit_reason(remote_link_unreachable)"
+    node_has w2 "failpoint data_plane.cut: the connection is cut"
+    node_has w1 "consumer 'train\[0\]' went down (exit_reason(remote_link_unreachable))"
+    read_auc; expect_auc_near_planted
     for n in w1 w2 w3; do wait_log "$n" "node: job ended" 15; done
     expect_clean_end
     ;;
