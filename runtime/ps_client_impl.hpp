@@ -92,6 +92,7 @@ struct ps_client::impl {
   std::vector<uint32_t> pushes_shard; // the shard of each
   std::vector<bool> down;             // per shard, from its monitor
   std::vector<bool> gone;             // per shard, the coordinator says
+  bool bounced = false; // a request came back unanswered (receiver down)
   uint64_t network_bytes = 0; // slices to and from shards on other nodes
 
   impl(caf::actor_system& s, std::vector<caf::actor> sh,
@@ -220,6 +221,8 @@ struct ps_client::impl {
       self->varargs_receive(
         rc, h.id(), ok,
         [&](caf::error& err) {
+          if (err == caf::sec::request_receiver_down)
+            bounced = true;
           if (err == caf::sec::request_timeout
               || err == caf::sec::request_receiver_down)
             again = true;

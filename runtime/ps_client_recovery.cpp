@@ -43,17 +43,26 @@ bool ps_client::impl::take_downs(size_t s) {
 // request, which a live shard answers at once even while it holds our
 // request back (a staleness bound).
 void ps_client::impl::check_down(size_t s) {
+  auto who = worker == ps_observer ? std::string{"observer"}
+                                   : "worker " + std::to_string(worker);
   if (take_downs(s); gone[s]) {
     // The coordinator said so: wait for its replacement. (A word about a
     // shard this worker replaced already finds the same one again.)
     gone[s] = false;
+    bounced = false;
     spdlog::info("{}: the coordinator says {} is lost; waiting for its "
                  "replacement",
-                 worker == ps_observer ? std::string{"observer"}
-                                       : "worker " + std::to_string(worker),
-                 name_of(s));
+                 who, name_of(s));
     if (locate(s, locate_patience))
       return;
+  }
+  if (bounced) {
+    // Its data connection broke (runtime/data_plane.hpp): often the first
+    // sign of a lost node, before the coordinator's word.
+    bounced = false;
+    spdlog::info("{}: {} did not take a request (its connection is down); "
+                 "asking the coordinator where it is",
+                 who, name_of(s));
   }
   probe(s);
 }

@@ -235,14 +235,16 @@ shard_killed() {
   ! grep -q 'replica lost' "$tmp/out" || fail "a trainer was lost with the shard"
   # The trainers (on w2) move to the restored shard as soon as the
   # coordinator has it: it tells them the shard is gone (ps_gone_atom)
-  # rather than letting their requests time out (2 s). When the node was
-  # killed, each says so. (Frozen or restarted, a trainer may reach the
-  # coordinator first through its own stats probe: seen in Release runs
-  # of shard_node_frozen_restored.)
+  # rather than letting their requests time out (2 s), or their requests
+  # come back at once because their data connection to the killed node
+  # broke, and they ask the coordinator. When the node was killed, each
+  # says which. (Frozen or restarted, a trainer may reach the coordinator
+  # first through its own stats probe: seen in Release runs of
+  # shard_node_frozen_restored.)
   local t_gone t_join moved w
   if [ "$where" = other ]; then
     for w in 0 1; do
-      node_has w2 "worker $w: the coordinator says ps\[1\] is lost; waiting for its replacement"
+      node_has w2 "worker $w: \(the coordinator says ps\[1\] is lost; waiting for its replacement\|ps\[1\] did not take a request (its connection is down); asking the coordinator where it is\)"
     done
   fi
   t_gone=$(log_time "$(grep -m1 'ps\[1\] went down' "$tmp/err")")
