@@ -1,0 +1,423 @@
+// A data-plane connection to one peer process: its frames out (send),
+// its reader thread (hello, frames in, pings), its stand-ins and their
+// end when it closes; and the socket helpers (runtime/data_plane_impl.hpp).
+#include "runtime/data_plane_impl.hpp"
+
+namespace af::data_plane_detail {
+
+std::string errno_text(int e) {
+  return std::strerror(e);
+}
+
+void set_timeout(int fd, int option, std::chrono::milliseconds t) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(t.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
+  ::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof tv);
+}
+
+// Small frames go out at once, and a peer that stops acknowledging (its
+// machine froze, the link was cut) fails the connection within about ten
+// seconds, writing or idle, instead of never.
+void tune(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  set_timeout(fd, SO_SNDTIMEO, std::chrono::seconds{10});
+  unsigned user_timeout_ms = 10000;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+               sizeof user_timeout_ms);
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  int idle = 5, interval = 2, count = 3;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+}
+
+// "" once all of [p, p + n) was read; else why not. `eof_ok`: an end of
+// stream before the first byte is a clean close ("closed").
+std::string read_exact(int fd, void* p, size_t n, bool eof_ok) {
+  auto* at = static_cast<char*>(p);
+  size_t got = 0;
+  while (got < n) {
+    auto r = ::recv(fd, at + got, n - got, 0);
+    if (r > 0) {
+      got += static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0)
+      return got == 0 && eof_ok
+               ? "closed"
+               : "the connection ended inside a frame (" + std::to_string(got)
+                   + " of " + std::to_string(n) + " bytes)";
+    if (errno == EINTR)
+      continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return "timed out";
+    return errno_text(errno);
+  }
+  return {};
+}
+
+// "" once every byte of `iov` was written.
+std::string write_all(int fd, std::vector<iovec> iov) {
+  size_t first = 0;
+  while (first < iov.size()) {
+    auto count = std::min<size_t>(iov.size() - first, IOV_MAX);
+    msghdr mh{};
+    mh.msg_iov = iov.data() + first;
+    mh.msg_iovlen = count;
+    auto r = ::sendmsg(fd, &mh, MSG_NOSIGNAL);
+    if (r < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return "timed out";
+      return errno_text(errno);
+    }
+    auto left = static_cast<size_t>(r);
+    while (first < iov.size() && left >= iov[first].iov_len) {
+      left -= iov[first].iov_len;
+      ++first;
+    }
+    if (left > 0) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
+  }
+  return {};
+}
+
+std::string peer_address(const sockaddr_storage& sa) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (sa.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(&sa);
+    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    port = ntohs(in->sin_port);
+  } else if (sa.ss_family == AF_INET6) {
+    auto* in = reinterpret_cast<const sockaddr_in6*>(&sa);
+    ::inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
+    port = ntohs(in->sin6_port);
+  }
+  return std::string{host} + ":" + std::to_string(port);
+}
+
+// --- connection ----------------------------------------------------------
+
+bool connection::send(const caf::strong_actor_ptr& sender, uint64_t target,
+                      caf::message_id mid, caf::message& msg) {
+  data_frame::writer w(plane_.sys());
+  if (auto err = msg.save(w)) {
+    spdlog::error("data plane: cannot write a message for {}: {}", name_,
+                  plane_.sys().render(err));
+    return false;
+  }
+  uint64_t from = 0;
+  if (sender && sender->node() == plane_.sys().node())
+    from = sender->id();
+  data_frame::header h;
+  h.type = data_frame::kind::message;
+  h.target = target;
+  h.sender = from;
+  h.mid = mid.integer_value();
+  h.descriptor = static_cast<uint32_t>(w.descriptor().size());
+  h.payload = w.payload();
+  if (w.descriptor().size() > data_frame::max_descriptor) {
+    spdlog::error("data plane: a message for {} of {} bytes without its "
+                  "tensors is too large",
+                  name_, w.descriptor().size());
+    return false;
+  }
+  std::byte head[data_frame::header_size];
+  data_frame::encode(h, head);
+  std::vector<iovec> iov;
+  iov.reserve(2 + w.blocks().size());
+  iov.push_back(iovec{head, sizeof head});
+  if (!w.descriptor().empty())
+    iov.push_back(
+      iovec{const_cast<char*>(w.descriptor().data()), w.descriptor().size()});
+  iov.insert(iov.end(), w.blocks().begin(), w.blocks().end());
+  std::lock_guard<std::mutex> wg(write_mtx_);
+  auto key = std::make_pair(from, mid.integer_value());
+  {
+    std::lock_guard<std::mutex> g(mtx_);
+    if (closed_)
+      return false;
+    if (from != 0)
+      locals_.emplace(from, caf::actor_cast<caf::weak_actor_ptr>(sender));
+    if (from != 0 && mid.is_request())
+      pending_[key] = static_cast<caf::actor_id>(target);
+  }
+  if (auto why = write_all(fd_, std::move(iov)); !why.empty()) {
+    spdlog::warn("data plane: cannot write to {}: {}", name_, why);
+    {
+      std::lock_guard<std::mutex> g(mtx_);
+      pending_.erase(key);
+    }
+    shut();
+    return false;
+  }
+  ++plane_.frames_sent;
+  plane_.bytes_sent += sizeof head + h.descriptor + h.payload;
+  return true;
+}
+
+caf::strong_actor_ptr connection::stand_in(caf::actor_id aid) {
+  std::lock_guard<std::mutex> g(mtx_);
+  auto& slot = stand_ins_[aid];
+  if (!slot) {
+    caf::actor_config cfg;
+    slot = caf::make_actor<data_proxy, caf::strong_actor_ptr>(
+      aid, peer_, &plane_.sys(), cfg, weak_from_this());
+    if (closed_) {
+      // Gone already: it is born dead, as a proxy of a lost node.
+      auto* p = caf::actor_cast<caf::abstract_actor*>(slot);
+      static_cast<data_proxy*>(p)->kill_proxy(
+        nullptr, caf::exit_reason::remote_link_unreachable);
+    }
+  }
+  return slot;
+}
+
+bool connection::send_control(data_frame::kind k, uint64_t token) {
+  data_frame::header h;
+  h.type = k;
+  h.mid = token;
+  std::byte head[data_frame::header_size];
+  data_frame::encode(h, head);
+  std::lock_guard<std::mutex> wg(write_mtx_);
+  if (auto why = write_all(fd_, {iovec{head, sizeof head}}); !why.empty()) {
+    shut();
+    return false;
+  }
+  return true;
+}
+
+bool connection::ping(std::function<void()> done) {
+  uint64_t token = 0;
+  {
+    std::lock_guard<std::mutex> g(mtx_);
+    if (closed_)
+      return false;
+    token = next_ping_++;
+    pings_.emplace(token, std::move(done));
+  }
+  // A failed write closes the connection, which runs `done`.
+  send_control(data_frame::kind::ping, token);
+  return true;
+}
+
+caf::strong_actor_ptr connection::local(caf::actor_id aid) {
+  {
+    std::lock_guard<std::mutex> g(mtx_);
+    if (auto it = locals_.find(aid); it != locals_.end())
+      if (auto p = it->second.lock())
+        return p;
+  }
+  return plane_.sys().registry().get(aid);
+}
+
+void connection::start(bool hello_first) {
+  reader_ = std::thread([self = shared_from_this(), hello_first] {
+    // Its own name in top and perf (a thread inherits its creator's).
+    ::pthread_setname_np(::pthread_self(), "af.data");
+    self->run(hello_first);
+  });
+}
+
+void connection::run(bool hello_first) {
+  if (hello_first) {
+    if (auto why = take_hello(); !why.empty()) {
+      ++plane_.refused;
+      spdlog::warn("data plane: closed the connection from {}: {}", name_, why);
+      close();
+      return;
+    }
+    plane_.welcomed(shared_from_this());
+  }
+  auto why = read_frames();
+  if (why != "closed") {
+    ++plane_.broken;
+    spdlog::warn("data plane: closed the connection {} {}: {}",
+                 dialed_ ? "to" : "from", name_, why);
+  }
+  close();
+}
+
+std::string connection::take_hello() {
+  set_timeout(fd_, SO_RCVTIMEO, plane_.opts().hello_timeout);
+  std::byte head[data_frame::header_size];
+  if (auto why = read_exact(fd_, head, sizeof head); !why.empty())
+    return "no hello (" + why + ")";
+  data_frame::header h;
+  if (auto why = data_frame::decode(head, h); !why.empty())
+    return "not a hello: " + why;
+  if (h.type != data_frame::kind::hello)
+    return "the first frame is not a hello";
+  std::vector<char> desc(h.descriptor);
+  if (auto why = read_exact(fd_, desc.data(), desc.size()); !why.empty())
+    return "hello: " + why;
+  std::string secret;
+  caf::node_id node;
+  caf::binary_deserializer in{plane_.sys(), desc};
+  if (auto err = in(secret, node); err || in.remaining() != 0 || !node)
+    return "a malformed hello";
+  if (!plane_.knows_secret(secret))
+    return "wrong job secret";
+  // The welcome: who we are.
+  std::vector<char> out;
+  caf::binary_serializer sink{plane_.sys(), out};
+  auto me = plane_.sys().node();
+  if (auto err = sink(me))
+    return "cannot write the welcome";
+  data_frame::header w;
+  w.type = data_frame::kind::welcome;
+  w.descriptor = static_cast<uint32_t>(out.size());
+  std::byte whead[data_frame::header_size];
+  data_frame::encode(w, whead);
+  std::vector<iovec> iov{iovec{whead, sizeof whead},
+                         iovec{out.data(), out.size()}};
+  if (auto why = write_all(fd_, iov); !why.empty())
+    return "cannot answer the hello: " + why;
+  set_timeout(fd_, SO_RCVTIMEO, std::chrono::milliseconds{0});
+  auto host = plane_.name_of(node);
+  set_peer(node, host.empty() ? name_ : host + " (" + name_ + ")");
+  ++plane_.accepted;
+  return {};
+}
+
+std::string connection::read_frames() {
+  std::vector<char> desc;
+  for (;;) {
+    std::byte head[data_frame::header_size];
+    if (auto why = read_exact(fd_, head, sizeof head, true); !why.empty())
+      return why;
+    data_frame::header h;
+    if (auto why = data_frame::decode(head, h); !why.empty())
+      return why;
+    if (h.type == data_frame::kind::ping) {
+      if (!send_control(data_frame::kind::pong, h.mid))
+        return "cannot answer a ping";
+      continue;
+    }
+    if (h.type == data_frame::kind::pong) {
+      std::function<void()> done;
+      {
+        std::lock_guard<std::mutex> g(mtx_);
+        if (auto it = pings_.find(h.mid); it != pings_.end()) {
+          done = std::move(it->second);
+          pings_.erase(it);
+        }
+      }
+      if (!done)
+        return "a pong nobody asked for";
+      done();
+      continue;
+    }
+    if (h.type != data_frame::kind::message)
+      return "a handshake frame after the handshake";
+    desc.resize(h.descriptor);
+    if (auto why = read_exact(fd_, desc.data(), desc.size()); !why.empty())
+      return why;
+    if (auto why = deliver(h, desc); !why.empty())
+      return why;
+    ++plane_.frames_received;
+    plane_.bytes_received += sizeof head + h.descriptor + h.payload;
+    if (failpoint_hit("data_plane.cut"))
+      return "failpoint data_plane.cut: the connection is cut";
+  }
+}
+
+std::string connection::deliver(const data_frame::header& h,
+                                const std::vector<char>& descriptor) {
+  caf::message_id mid{h.mid};
+  // CAF's own streams (categories 2 and 3) are no part of our protocols.
+  if (mid.category() != caf::message_id::normal_message_category
+      && mid.category() != caf::message_id::urgent_message_category)
+    return "a message id of CAF stream category "
+           + std::to_string(mid.category());
+  fd_source payload{fd_};
+  data_frame::reader in{plane_.sys(), descriptor, payload, h.payload};
+  caf::message msg;
+  // message::load, not in(msg): CAF 0.17's data_processor::operator()
+  // returns no error when an element of a message fails to load
+  // (../shared/docs/caf-notes.md). Some of CAF's own types throw instead
+  // (a config_value with a bad variant index: found by fuzz_data_frame).
+  try {
+    if (auto err = msg.load(in))
+      return "a frame that does not read (" + plane_.sys().render(err) + ")";
+  } catch (const std::exception& ex) {
+    return std::string{"a frame that does not read ("} + ex.what() + ")";
+  }
+  if (auto left = in.leftover(); !left.empty())
+    return "a frame whose parts do not add up: " + left;
+  if (mid.is_response()) {
+    std::lock_guard<std::mutex> g(mtx_);
+    pending_.erase(std::make_pair(static_cast<caf::actor_id>(h.target),
+                                  mid.request_id().integer_value()));
+  }
+  auto dest = local(static_cast<caf::actor_id>(h.target));
+  if (!dest) {
+    ++plane_.undeliverable;
+    if (mid.is_request() && h.sender != 0) {
+      // As a dead actor answers: the requester stops waiting.
+      auto err =
+        caf::make_message(caf::make_error(caf::sec::request_receiver_down));
+      send(nullptr, h.sender, mid.response_id(), err);
+    }
+    return {};
+  }
+  caf::strong_actor_ptr from;
+  if (h.sender != 0)
+    from = stand_in(static_cast<caf::actor_id>(h.sender));
+  dest->enqueue(
+    caf::make_mailbox_element(std::move(from), mid, {}, std::move(msg)),
+    nullptr);
+  return {};
+}
+
+void connection::close() {
+  std::unordered_map<caf::actor_id, caf::strong_actor_ptr> stand_ins;
+  std::map<std::pair<caf::actor_id, uint64_t>, caf::actor_id> pending;
+  std::unordered_map<caf::actor_id, caf::weak_actor_ptr> locals;
+  std::map<uint64_t, std::function<void()>> pings;
+  {
+    std::lock_guard<std::mutex> g(mtx_);
+    if (closed_)
+      return;
+    closed_ = true;
+    stand_ins.swap(stand_ins_);
+    pending.swap(pending_);
+    locals.swap(locals_);
+    pings.swap(pings_);
+  }
+  ::shutdown(fd_, SHUT_RDWR);
+  plane_.forget(this);
+  // Requests that will not be answered now: as from a lost node.
+  for (auto& [key, target] : pending) {
+    auto it = locals.find(key.first);
+    if (it == locals.end())
+      continue;
+    auto requester = it->second.lock();
+    if (!requester)
+      continue;
+    caf::strong_actor_ptr from;
+    if (auto s = stand_ins.find(target); s != stand_ins.end())
+      from = s->second;
+    requester->enqueue(caf::make_mailbox_element(
+                         std::move(from),
+                         caf::message_id{key.second}.response_id(), {},
+                         caf::make_error(caf::sec::request_receiver_down)),
+                       nullptr);
+  }
+  for (auto& [aid, p] : stand_ins) {
+    auto* proxy = caf::actor_cast<caf::abstract_actor*>(p);
+    static_cast<data_proxy*>(proxy)->kill_proxy(
+      nullptr, caf::exit_reason::remote_link_unreachable);
+  }
+  // Nothing more comes on it: what was to be drained is.
+  for (auto& [token, done] : pings)
+    done();
+}
+
+} // namespace af::data_plane_detail

@@ -1,0 +1,302 @@
+// Internal to the data plane (runtime/data_plane.hpp), not installed: its
+// socket helpers, a connection to one peer process with its reader thread
+// and the stand-ins (runtime/data_connection.cpp), and the plane that
+// listens, dials, keeps the routes and drains (runtime/data_plane.cpp).
+#pragma once
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <caf/actor_config.hpp>
+#include <caf/actor_proxy.hpp>
+#include <caf/actor_registry.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/mailbox_element.hpp>
+#include <caf/make_actor.hpp>
+#include <caf/message.hpp>
+#include <caf/sec.hpp>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <spdlog/spdlog.h>
+
+#include "runtime/data_frame.hpp"
+#include "runtime/data_plane.hpp"
+#include "runtime/failpoint.hpp"
+
+namespace af::data_plane_detail {
+
+using clock_type = std::chrono::steady_clock;
+
+std::string errno_text(int e);
+void set_timeout(int fd, int option, std::chrono::milliseconds t);
+// Small frames go out at once, and a peer that stops acknowledging (its
+// machine froze, the link was cut) fails the connection within about ten
+// seconds, writing or idle, instead of never.
+void tune(int fd);
+// "" once all of [p, p + n) was read; else why not. `eof_ok`: an end of
+// stream before the first byte is a clean close ("closed").
+std::string read_exact(int fd, void* p, size_t n, bool eof_ok = false);
+// "" once every byte of `iov` was written.
+std::string write_all(int fd, std::vector<iovec> iov);
+// "HOST:PORT" of a peer.
+std::string peer_address(const sockaddr_storage& sa);
+
+struct fd_source final : data_frame::source {
+  int fd;
+  explicit fd_source(int f) : fd(f) {}
+  caf::error read(void* into, size_t n) override {
+    auto why = read_exact(fd, into, n);
+    if (why.empty())
+      return caf::none;
+    return caf::make_error(caf::sec::end_of_stream, why);
+  }
+};
+
+class plane_impl;
+
+class connection : public std::enable_shared_from_this<connection> {
+public:
+  connection(plane_impl& plane, int fd, std::string name, bool dialed)
+    : plane_(plane), fd_(fd), name_(std::move(name)), dialed_(dialed) {}
+  ~connection() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+
+  const std::string& name() const { return name_; }
+  caf::node_id peer() const {
+    std::lock_guard<std::mutex> g(mtx_);
+    return peer_;
+  }
+  // Once, by the thread that made the handshake, before any frame.
+  void set_peer(caf::node_id n, std::string name) {
+    std::lock_guard<std::mutex> g(mtx_);
+    peer_ = std::move(n);
+    if (!name.empty())
+      name_ = std::move(name);
+  }
+  bool open() const {
+    std::lock_guard<std::mutex> g(mtx_);
+    return !closed_;
+  }
+
+  // Writes `msg` for actor `target` on the peer; false when the connection
+  // is closed or the write failed (the reader then closes it).
+  bool send(const caf::strong_actor_ptr& sender, uint64_t target,
+            caf::message_id mid, caf::message& msg);
+  // The stand-in of actor `aid` of the peer.
+  caf::strong_actor_ptr stand_in(caf::actor_id aid);
+
+  // Sends a ping; `done` runs when its pong arrived or the connection
+  // closed. False (and `done` not kept) when it is closed already.
+  bool ping(std::function<void()> done);
+
+  void start(bool hello_first);
+  // Wakes the reader: it closes the connection.
+  void shut() { ::shutdown(fd_, SHUT_RDWR); }
+  void join() {
+    if (reader_.joinable())
+      reader_.join();
+  }
+
+private:
+  void run(bool hello_first);
+  std::string take_hello();
+  std::string read_frames();
+  std::string deliver(const data_frame::header& h,
+                      const std::vector<char>& descriptor);
+  caf::strong_actor_ptr local(caf::actor_id aid);
+  void close();
+
+  plane_impl& plane_;
+  int fd_;
+  std::string name_;
+  bool dialed_;
+  caf::node_id peer_;
+  std::thread reader_;
+  std::mutex write_mtx_;
+  mutable std::mutex mtx_;
+  bool closed_ = false;
+  std::unordered_map<caf::actor_id, caf::strong_actor_ptr> stand_ins_;
+  // Local actors that sent through this connection: answers come back to
+  // them (a caf::scoped_actor is in no registry).
+  std::unordered_map<caf::actor_id, caf::weak_actor_ptr> locals_;
+  // Requests sent and not answered yet: (sender, request id) -> target.
+  std::map<std::pair<caf::actor_id, uint64_t>, caf::actor_id> pending_;
+  // Pings sent and not answered yet, by token.
+  std::map<uint64_t, std::function<void()>> pings_;
+  uint64_t next_ping_ = 1;
+  // Writes a frame that is a header only (ping, pong).
+  bool send_control(data_frame::kind k, uint64_t token);
+};
+
+// A remote actor's stand-in on a connection, as caf::forwarding_actor_proxy
+// is on CAF's: what is enqueued to it is written to the connection.
+class data_proxy final : public caf::actor_proxy {
+public:
+  data_proxy(caf::actor_config& cfg, std::weak_ptr<connection> conn)
+    : caf::actor_proxy(cfg), conn_(std::move(conn)) {}
+
+  using caf::actor_proxy::enqueue;
+
+  void enqueue(caf::mailbox_element_ptr what,
+               caf::execution_unit* ctx) override {
+    auto c = conn_.lock();
+    auto mid = what->mid;
+    auto sender = what->sender;
+    auto msg = what->move_content_to_message();
+    if (c && c->send(sender, id(), mid, msg))
+      return;
+    bounce(sender, mid, ctx);
+  }
+
+  void kill_proxy(caf::execution_unit* ctx, caf::error reason) override {
+    cleanup(std::move(reason), ctx);
+  }
+
+  // A request that cannot go out is answered at once, as a dead actor's.
+  void bounce(const caf::strong_actor_ptr& sender, caf::message_id mid,
+              caf::execution_unit* ctx) {
+    if (sender && mid.is_request())
+      sender->enqueue(caf::make_mailbox_element(
+                        ctrl(), mid.response_id(), {},
+                        caf::make_error(caf::sec::request_receiver_down)),
+                      ctx);
+  }
+
+private:
+  std::weak_ptr<connection> conn_;
+};
+
+class plane_impl final : public data_plane {
+public:
+  plane_impl(caf::actor_system& sys, const options& opts)
+    : sys_(sys), opts_(opts) {}
+  ~plane_impl() override { stop(); }
+
+  void listen();
+  void stop();
+
+  caf::actor_system& sys() { return sys_; }
+  const options& opts() const { return opts_; }
+
+  uint16_t port() const override { return port_; }
+  void accept_secret(const std::string& secret) override {
+    std::lock_guard<std::mutex> g(mtx_);
+    secrets_.insert(secret);
+  }
+  bool knows_secret(const std::string& secret) const {
+    std::lock_guard<std::mutex> g(mtx_);
+    bool ok = false;
+    for (auto& s : secrets_)
+      if (s.size() == secret.size()
+          && CRYPTO_memcmp(s.data(), secret.data(), s.size()) == 0)
+        ok = true;
+    return ok;
+  }
+  void add_routes(const std::vector<data_route>& routes) override {
+    std::lock_guard<std::mutex> g(mtx_);
+    for (auto& r : routes)
+      if (r.node != sys_.node() && r.port != 0)
+        routes_[r.node] = r;
+  }
+  std::string probe(const data_route& r) override {
+    std::string why;
+    if (!link_to(r.node, &why))
+      return why.empty() ? "no route" : why;
+    return {};
+  }
+  caf::actor route(const caf::actor& remote) override {
+    if (!remote || remote.node() == sys_.node())
+      return remote;
+    auto c = link_to(remote.node(), nullptr);
+    if (!c)
+      return remote;
+    return caf::actor_cast<caf::actor>(c->stand_in(remote.id()));
+  }
+  void drain(const caf::node_id& node, std::function<void()> done) override;
+  data_plane_stats stats() const override {
+    data_plane_stats s;
+    s.accepted = accepted.load();
+    s.dialed = dialed.load();
+    s.refused = refused.load();
+    s.broken = broken.load();
+    s.frames_sent = frames_sent.load();
+    s.frames_received = frames_received.load();
+    s.bytes_sent = bytes_sent.load();
+    s.bytes_received = bytes_received.load();
+    s.undeliverable = undeliverable.load();
+    return s;
+  }
+
+  // An accepted connection said hello: it may carry messages back.
+  void welcomed(const std::shared_ptr<connection>& c) {
+    std::lock_guard<std::mutex> g(mtx_);
+    auto& slot = links_[c->peer()];
+    if (!slot || !slot->open())
+      slot = c;
+  }
+  // A connection closed: the next route() to its node dials again.
+  void forget(connection* c) {
+    std::lock_guard<std::mutex> g(mtx_);
+    for (auto it = links_.begin(); it != links_.end(); ++it)
+      if (it->second.get() == c) {
+        links_.erase(it);
+        break;
+      }
+  }
+  std::string name_of(const caf::node_id& node) const {
+    std::lock_guard<std::mutex> g(mtx_);
+    auto it = routes_.find(node);
+    return it == routes_.end() ? std::string{} : it->second.name;
+  }
+
+  std::atomic<uint64_t> accepted{0}, dialed{0}, refused{0}, broken{0},
+    frames_sent{0}, frames_received{0}, bytes_sent{0}, bytes_received{0},
+    undeliverable{0};
+
+private:
+  std::shared_ptr<connection> link_to(const caf::node_id& node,
+                                      std::string* why);
+  std::shared_ptr<connection> dial(const data_route& r, std::string& why);
+  void accept_loop();
+
+  caf::actor_system& sys_;
+  options opts_;
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  std::thread acceptor_;
+  std::mutex dial_mtx_;
+  mutable std::mutex mtx_;
+  bool stopping_ = false;
+  std::set<std::string> secrets_;
+  std::map<caf::node_id, data_route> routes_;
+  std::map<caf::node_id, std::shared_ptr<connection>> links_;
+  std::vector<std::shared_ptr<connection>> all_;
+  // A node that could not be dialed: not tried again for a second, and
+  // warned about once until it can be reached again.
+  std::map<caf::node_id, clock_type::time_point> failed_;
+};
+
+} // namespace af::data_plane_detail
