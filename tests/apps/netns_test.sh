@@ -20,6 +20,19 @@
 # middleman's 3 s heartbeat timeout. The job must finish with train[0] and
 # report train[1] lost.
 #
+# Case six_nodes: two nodes of each role, all six in namespaces of their
+# own (w1 to w6 at 10.213.N.2 to .7; the bridge's address, .1, is only
+# the side of `actorflow run`): data/multi_six.pbtxt.in, the source and
+# the batcher with a replica on each of w1 and w2, train[0] on w3,
+# train[1] on w4, ps[0] on w5, ps[1] on w6, the evaluator in the
+# coordinator. A fault-free run with --report-json: every node started
+# what was placed there and nothing else, all six reached each other
+# directly from their own addresses, and the coordinator's connections
+# carried at most 1% of the bytes between nodes (control only, as in
+# multihost_test.sh's coordinator_bytes). Then w4's link is cut once
+# train[1] has trained, as in link_cut: the job finishes with train[0],
+# reports train[1] lost, and both shards hear of it.
+#
 # The EXIT trap removes everything made here, also after a failure or a
 # SIGTERM/SIGINT/SIGHUP: the job if it still runs (SIGTERM to its
 # timeout(1), which passes it on), the nodes started (exactly their pids:
@@ -95,7 +108,8 @@ pick_subnet() {
   fail "no free /24 in 10.213.0.0/16"
 }
 
-# make_bridge: bridge afbPID, up, 10.213.N.1/24 (where w1 listens).
+# make_bridge: bridge afbPID, up, 10.213.N.1/24 (where link_cut's w1
+# listens).
 make_bridge() {
   bridge=afb$$
   ip link add "$bridge" type bridge || fail "ip link add $bridge type bridge"
@@ -125,6 +139,46 @@ netns_node() {
   node_exec=(ip netns exec "$ns")
   start_node "$name" "10.213.$net.$k:0"
   node_exec=()
+}
+
+# cut_link NAME: NAME's root-side veth set down; t_cut is when. The
+# node's process lives on, its packets go nowhere.
+cut_link() {
+  t_cut=$(date +%s.%N)
+  ip link set "${veth[$1]}" down || fail "ip link set ${veth[$1]} down"
+  echo "cut $1's link (${veth[$1]} down)"
+}
+
+# expect_cut_off_node_ends NAME ENDED_BEFORE T_CUT: node NAME, whose link
+# was cut at T_CUT and whose log had ENDED_BEFORE 'node: job ended' lines
+# before the job, drops its coordinator after its own heartbeat timeout
+# and stops the job's actors it held, within 15 s of the job's end; its
+# process lives on.
+expect_cut_off_node_ends() {
+  local name=$1 before=$2 t0=$3 log=$tmp/node-$1.err i line at
+  for ((i = 0; i < 150; ++i)); do
+    [ "$(grep -c 'node: job ended' "$log")" -gt "$before" ] && break
+    sleep 0.1
+  done
+  [ "$(grep -c 'node: job ended' "$log")" -gt "$before" ] \
+    || fail "node $name did not end the job within 15 s of the job's end"
+  line=$(grep 'node: job ended' "$log" | tail -n 1)
+  at=$(date -d "${line:0:23}" +%s.%N 2>/dev/null) \
+    && echo "$name (cut off) ended its part $(awk -v s="$t0" -v e="$at" 'BEGIN { printf "%.1f", e - s }') s after the cut: ${line:24}"
+  { alive "${watcher[$name]}" && alive "${node_pid[$name]}"; } || fail "node $name's process is gone"
+}
+
+# expect_clean_end: every node stops on SIGTERM (exit 0, 'node:
+# stopping'), and neither the run nor any node reported a sanitizer
+# error, at exit included (LeakSanitizer reports then).
+expect_clean_end() {
+  local n started=("${nodes[@]}")
+  stop_nodes 10
+  for n in "${started[@]}"; do
+    [ "${node_rc[$n]}" -eq 0 ] || fail "node $n exited with ${node_rc[$n]} on SIGTERM"
+    node_has "$n" "node: stopping"
+  done
+  no_sanitizer_reports
 }
 
 case $case_name in
@@ -162,34 +216,76 @@ case $case_name in
     # Again, and w3's link is cut once train[1] has trained.
     ended_before=$(grep -c 'node: job ended' "$tmp/node-w3.err")
     start_job 60 "$tmp/node-w3.err" 'train\[1\]: epoch [0-9]\+ step'
-    t_cut=$(date +%s.%N)
-    ip link set "${veth[w3]}" down || fail "ip link set ${veth[w3]} down"
-    echo "cut w3's link (${veth[w3]} down)"
+    cut_link w3
     expect_trainer_lost "w3's link was cut" "$t_cut"
-    # w3, cut off, drops its coordinator after its own heartbeat timeout
-    # and stops the job's actors it held.
-    for ((i = 0; i < 150; ++i)); do
-      [ "$(grep -c 'node: job ended' "$tmp/node-w3.err")" -gt "$ended_before" ] && break
-      sleep 0.1
+    expect_cut_off_node_ends w3 "$ended_before" "$t_cut"
+    expect_clean_end
+    ;;
+  six_nodes)
+    pick_subnet
+    make_bridge
+    # wK at 10.213.N.(K+1), each in its own namespace; w4 (train[1], whose
+    # link is cut) without leak checks, as w3 in link_cut.
+    for k in 1 2 3 4 5 6; do
+      if [ $k -eq 4 ]; then
+        ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" netns_node w$k $((k + 1))
+      else
+        netns_node w$k $((k + 1))
+      fi
     done
-    [ "$(grep -c 'node: job ended' "$tmp/node-w3.err")" -gt "$ended_before" ] \
-      || fail "node w3 did not end the job within 15 s of the job's end"
-    line=$(grep 'node: job ended' "$tmp/node-w3.err" | tail -n 1)
-    at=$(date -d "${line:0:23}" +%s.%N 2>/dev/null) \
-      && echo "w3 (cut off) ended its part $(awk -v s="$t_cut" -v e="$at" 'BEGIN { printf "%.1f", e - s }') s after the cut: ${line:24}"
-    alive "${watcher[w3]}" && alive "${node_pid[w3]}" || fail "node w3's process is gone"
-    for n in w1 w2 w3; do
-      ! grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$tmp/node-$n.err" \
-        || fail "sanitizer report from node $n"
+    fill=()
+    for k in 1 2 3 4 5 6; do
+      echo "w$k 10.213.$net.$((k + 1)):${port[w$k]} (afns-$$-w$k)"
+      fill+=(-e "s/127\.0\.0\.1:@P$k@/10.213.$net.$((k + 1)):${port[w$k]}/"
+             -e "s/@P$k@/${port[w$k]}/g")
     done
-    ! grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$tmp/err" \
-      || fail "sanitizer report from the run"
-    started=("${nodes[@]}")
-    stop_nodes 10
-    for n in "${started[@]}"; do
-      [ "${node_rc[$n]}" -eq 0 ] || fail "node $n exited with ${node_rc[$n]} on SIGTERM"
-      node_has "$n" "node: stopping"
+    sed "${fill[@]}" "$data/multi_six.pbtxt.in" >"$tmp/topo.pbtxt"
+    ! grep -q '@P[0-9]@\|127\.0\.0\.1' "$tmp/topo.pbtxt" || fail "a node's address is not filled in"
+    topo=$tmp/topo.pbtxt
+    # Fault-free first, as fault_free_run but with the report (and more
+    # time: seven processes on the machine).
+    t0=$(date +%s.%N)
+    timeout -k 5 120 "$bin" run "$topo" --no-progress --report-json "$tmp/report.json" \
+      >"$tmp/out" 2>"$tmp/err" </dev/null
+    rc=$?
+    echo "the fault-free run took $(since "$t0") s"
+    expect_rc 0
+    expect_out "job 'multi-killed' finished"
+    ! grep -q 'replica lost' "$tmp/out" || fail "a replica was lost without a fault"
+    read_auc; expect_auc_near_planted
+    clean_auc=$auc
+    for n in "${nodes[@]}"; do wait_log "$n" "node: job ended" 15; done
+    # Each node ran what the topology placed there, and nothing else.
+    declare -A placed=([w1]="batch[0] clicks[0]" [w2]="batch[1] clicks[1]"
+                       [w3]="train[0]" [w4]="train[1]" [w5]="ps[0]" [w6]="ps[1]")
+    for n in w1 w2 w3 w4 w5 w6; do
+      got=$(sed -n 's/.*node: started \([^ ]*\)$/\1/p' "$tmp/node-$n.err" | sort | xargs)
+      [ "$got" = "${placed[$n]}" ] || fail "node $n started '$got', not '${placed[$n]}'"
     done
+    node_has w3 "train\[0\]: [0-9]\+ steps"
+    node_has w4 "train\[1\]: [0-9]\+ steps"
+    # Every node reached the other five directly, from its own address.
+    expect_err "data plane: 6 nodes connected directly"
+    for k in 1 2 3 4 5 6; do node_has w$k "data port 10.213.$net.$((k + 1)):"; done
+    grep "network:\|through the coordinator" "$tmp/out"
+    python3 - "$tmp/report.json" <<'PY' || fail "more than 1% of the data between nodes went through the coordinator"
+import json, sys
+r = json.load(open(sys.argv[1]))
+data, coord = r["network_bytes"], r["coordinator_bytes"]
+print(f"data between nodes {data} B, through the coordinator {coord} B ({100 * coord / data:.3f}%)")
+sys.exit(0 if data > 1e6 and 0 < coord <= 0.01 * data else 1)
+PY
+    # Again, and w4's link is cut once train[1] has trained. The shards
+    # hear of the loss from the coordinator and stop waiting for its
+    # clock.
+    ended_before=$(grep -c 'node: job ended' "$tmp/node-w4.err")
+    start_job 120 "$tmp/node-w4.err" 'train\[1\]: epoch [0-9]\+ step'
+    cut_link w4
+    expect_trainer_lost "w4's link was cut" "$t_cut"
+    node_has w5 "ps\[0\]: worker 1 lost (the coordinator says train\[1\] is gone)"
+    node_has w6 "ps\[1\]: worker 1 lost (the coordinator says train\[1\] is gone)"
+    expect_cut_off_node_ends w4 "$ended_before" "$t_cut"
+    expect_clean_end
     ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
