@@ -18,8 +18,10 @@
 //     with large slices in parts of --part-kib (runtime/ps.hpp, "Parts")
 //     and once with one message per shard; with --plane data (the
 //     default) the client reaches the shard on the data plane, as a job's
-//     trainers do, with --plane caf through CAF's middleman (before issue
-//     17, every job's path);
+//     trainers do: on the child's Unix socket, as between two processes in
+//     one network namespace of one machine; with --plane data-tcp on the
+//     data plane over loopback TCP, as between machines; with --plane caf
+//     through CAF's middleman (before issue 17, every job's path);
 //   - TCP: sends the same bytes and reads them back, --rounds times, store
 //     and forward, and streaming;
 // after a warm-up of each (--warmup rounds; a fresh connection is slow for
@@ -562,17 +564,24 @@ int run_parent(int64_t floats, int rounds, int warmup, int reps,
         throw std::runtime_error("remote_actor: " + sys.render(shard.error()));
       remote.push_back(*shard);
     }
-    if (plane == "data") {
+    if (plane == "data" || plane == "data-tcp") {
       data_route r;
       r.node = remote.front().node();
       r.name = "--serve";
       r.host = "127.0.0.1";
       r.port = static_cast<uint16_t>(data_port);
       r.secret = secret;
-      auto dp = data_plane::start(sys, data_plane::options{});
+      data_plane::options opts;
+      opts.local_sockets = plane == "data";
+      auto dp = data_plane::start(sys, opts);
       dp->add_routes({r});
       if (auto why = dp->probe(r); !why.empty())
         throw std::runtime_error("data plane: " + why);
+      if ((dp->stats().local == 1) != (plane == "data"))
+        throw std::runtime_error(
+          std::string{"data plane: connected over "}
+          + (dp->stats().local == 1 ? "a Unix socket" : "TCP")
+          + ", not as --plane " + plane + " asks");
     }
     ps_side ps{sys, std::move(remote), floats};
     tcp_side tcp{static_cast<uint16_t>(tcp_port), ps.bytes};
@@ -584,7 +593,9 @@ int run_parent(int64_t floats, int rounds, int warmup, int reps,
                 "scheduler, PS over %s\n\n",
                 static_cast<long long>(floats), mib, shards, rounds, warmup,
                 reps, threads,
-                plane == "data" ? "the data plane" : "CAF's middleman");
+                plane == "data"       ? "the data plane (a Unix socket)"
+                : plane == "data-tcp" ? "the data plane (loopback TCP)"
+                                      : "CAF's middleman");
     std::fflush(stdout);
     tcp.run(warmup);
     tcp.run_streaming(warmup);
@@ -674,8 +685,10 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   app.add_option("--plane", plane,
                  "How the PS client reaches the shard: data (the data "
-                 "plane, as jobs do) or caf (CAF's middleman)")
-    ->check(CLI::IsMember({"data", "caf"}))
+                 "plane, as jobs do; a Unix socket between processes of one "
+                 "machine), data-tcp (the data plane over loopback TCP, as "
+                 "between machines) or caf (CAF's middleman)")
+    ->check(CLI::IsMember({"data", "data-tcp", "caf"}))
     ->capture_default_str();
   app.add_flag("--serve", serve_role,
                "Internal: the child's role (shard and TCP server)");

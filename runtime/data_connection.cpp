@@ -1,106 +1,9 @@
 // A data-plane connection to one peer process: its frames out (send),
-// its reader thread (hello, frames in, pings), its stand-ins and their
-// end when it closes; and the socket helpers (runtime/data_plane_impl.hpp).
+// its reader thread (TLS and hello, frames in, pings), its stand-ins and
+// their end when it closes (runtime/data_plane_impl.hpp).
 #include "runtime/data_plane_impl.hpp"
 
 namespace af::data_plane_detail {
-
-std::string errno_text(int e) {
-  return std::strerror(e);
-}
-
-void set_timeout(int fd, int option, std::chrono::milliseconds t) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(t.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
-  ::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof tv);
-}
-
-// Small frames go out at once, and a peer that stops acknowledging (its
-// machine froze, the link was cut) fails the connection within about ten
-// seconds, writing or idle, instead of never.
-void tune(int fd) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  set_timeout(fd, SO_SNDTIMEO, std::chrono::seconds{10});
-  unsigned user_timeout_ms = 10000;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
-               sizeof user_timeout_ms);
-  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-  int idle = 5, interval = 2, count = 3;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
-}
-
-// "" once all of [p, p + n) was read; else why not. `eof_ok`: an end of
-// stream before the first byte is a clean close ("closed").
-std::string read_exact(int fd, void* p, size_t n, bool eof_ok) {
-  auto* at = static_cast<char*>(p);
-  size_t got = 0;
-  while (got < n) {
-    auto r = ::recv(fd, at + got, n - got, 0);
-    if (r > 0) {
-      got += static_cast<size_t>(r);
-      continue;
-    }
-    if (r == 0)
-      return got == 0 && eof_ok
-               ? "closed"
-               : "the connection ended inside a frame (" + std::to_string(got)
-                   + " of " + std::to_string(n) + " bytes)";
-    if (errno == EINTR)
-      continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK)
-      return "timed out";
-    return errno_text(errno);
-  }
-  return {};
-}
-
-// "" once every byte of `iov` was written.
-std::string write_all(int fd, std::vector<iovec> iov) {
-  size_t first = 0;
-  while (first < iov.size()) {
-    auto count = std::min<size_t>(iov.size() - first, IOV_MAX);
-    msghdr mh{};
-    mh.msg_iov = iov.data() + first;
-    mh.msg_iovlen = count;
-    auto r = ::sendmsg(fd, &mh, MSG_NOSIGNAL);
-    if (r < 0) {
-      if (errno == EINTR)
-        continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK)
-        return "timed out";
-      return errno_text(errno);
-    }
-    auto left = static_cast<size_t>(r);
-    while (first < iov.size() && left >= iov[first].iov_len) {
-      left -= iov[first].iov_len;
-      ++first;
-    }
-    if (left > 0) {
-      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
-      iov[first].iov_len -= left;
-    }
-  }
-  return {};
-}
-
-std::string peer_address(const sockaddr_storage& sa) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  uint16_t port = 0;
-  if (sa.ss_family == AF_INET) {
-    auto* in = reinterpret_cast<const sockaddr_in*>(&sa);
-    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    port = ntohs(in->sin_port);
-  } else if (sa.ss_family == AF_INET6) {
-    auto* in = reinterpret_cast<const sockaddr_in6*>(&sa);
-    ::inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
-    port = ntohs(in->sin6_port);
-  }
-  return std::string{host} + ":" + std::to_string(port);
-}
 
 // --- connection ----------------------------------------------------------
 
@@ -148,7 +51,7 @@ bool connection::send(const caf::strong_actor_ptr& sender, uint64_t target,
     if (from != 0 && mid.is_request())
       pending_[key] = static_cast<caf::actor_id>(target);
   }
-  if (auto why = write_all(fd_, std::move(iov)); !why.empty()) {
+  if (auto why = io_->write_all(std::move(iov)); !why.empty()) {
     spdlog::warn("data plane: cannot write to {}: {}", name_, why);
     {
       std::lock_guard<std::mutex> g(mtx_);
@@ -186,7 +89,7 @@ bool connection::send_control(data_frame::kind k, uint64_t token) {
   std::byte head[data_frame::header_size];
   data_frame::encode(h, head);
   std::lock_guard<std::mutex> wg(write_mtx_);
-  if (auto why = write_all(fd_, {iovec{head, sizeof head}}); !why.empty()) {
+  if (auto why = io_->write_all({iovec{head, sizeof head}}); !why.empty()) {
     shut();
     return false;
   }
@@ -227,13 +130,17 @@ void connection::start(bool hello_first) {
 
 void connection::run(bool hello_first) {
   if (hello_first) {
-    if (auto why = take_hello(); !why.empty()) {
+    auto why = secure();
+    if (why.empty())
+      why = take_hello();
+    if (!why.empty()) {
       ++plane_.refused;
       spdlog::warn("data plane: closed the connection from {}: {}", name_, why);
       close();
       return;
     }
     plane_.welcomed(shared_from_this());
+    spdlog::info("data plane: {} connected over {}", name(), io_->kind());
   }
   auto why = read_frames();
   if (why != "closed") {
@@ -244,10 +151,20 @@ void connection::run(bool hello_first) {
   close();
 }
 
+std::string connection::secure() {
+  if (plane_.tls() == nullptr) {
+    io_ = plain_stream(fd_, unix_);
+    return {};
+  }
+  std::string why;
+  io_ = plane_.tls()->wrap(fd_, unix_, false, plane_.opts().hello_timeout, why);
+  return why;
+}
+
 std::string connection::take_hello() {
-  set_timeout(fd_, SO_RCVTIMEO, plane_.opts().hello_timeout);
+  io_->set_read_timeout(plane_.opts().hello_timeout);
   std::byte head[data_frame::header_size];
-  if (auto why = read_exact(fd_, head, sizeof head); !why.empty())
+  if (auto why = io_->read_exact(head, sizeof head); !why.empty())
     return "no hello (" + why + ")";
   data_frame::header h;
   if (auto why = data_frame::decode(head, h); !why.empty())
@@ -255,7 +172,7 @@ std::string connection::take_hello() {
   if (h.type != data_frame::kind::hello)
     return "the first frame is not a hello";
   std::vector<char> desc(h.descriptor);
-  if (auto why = read_exact(fd_, desc.data(), desc.size()); !why.empty())
+  if (auto why = io_->read_exact(desc.data(), desc.size()); !why.empty())
     return "hello: " + why;
   std::string secret;
   caf::node_id node;
@@ -277,9 +194,9 @@ std::string connection::take_hello() {
   data_frame::encode(w, whead);
   std::vector<iovec> iov{iovec{whead, sizeof whead},
                          iovec{out.data(), out.size()}};
-  if (auto why = write_all(fd_, iov); !why.empty())
+  if (auto why = io_->write_all(iov); !why.empty())
     return "cannot answer the hello: " + why;
-  set_timeout(fd_, SO_RCVTIMEO, std::chrono::milliseconds{0});
+  io_->set_read_timeout(std::chrono::milliseconds{0});
   auto host = plane_.name_of(node);
   set_peer(node, host.empty() ? name_ : host + " (" + name_ + ")");
   ++plane_.accepted;
@@ -290,7 +207,7 @@ std::string connection::read_frames() {
   std::vector<char> desc;
   for (;;) {
     std::byte head[data_frame::header_size];
-    if (auto why = read_exact(fd_, head, sizeof head, true); !why.empty())
+    if (auto why = io_->read_exact(head, sizeof head, true); !why.empty())
       return why;
     data_frame::header h;
     if (auto why = data_frame::decode(head, h); !why.empty())
@@ -317,7 +234,7 @@ std::string connection::read_frames() {
     if (h.type != data_frame::kind::message)
       return "a handshake frame after the handshake";
     desc.resize(h.descriptor);
-    if (auto why = read_exact(fd_, desc.data(), desc.size()); !why.empty())
+    if (auto why = io_->read_exact(desc.data(), desc.size()); !why.empty())
       return why;
     if (auto why = deliver(h, desc); !why.empty())
       return why;
@@ -336,7 +253,7 @@ std::string connection::deliver(const data_frame::header& h,
       && mid.category() != caf::message_id::urgent_message_category)
     return "a message id of CAF stream category "
            + std::to_string(mid.category());
-  fd_source payload{fd_};
+  stream_source payload{*io_};
   data_frame::reader in{plane_.sys(), descriptor, payload, h.payload};
   caf::message msg;
   // message::load, not in(msg): CAF 0.17's data_processor::operator()

@@ -68,43 +68,89 @@ void plane_impl::listen() {
   if (listen_fd_ < 0)
     throw std::runtime_error("data plane: cannot listen on " + opts_.listen_host
                              + ":" + port_text + ": " + why);
+  if (opts_.local_sockets)
+    listen_unix();
+  if (::pipe2(wake_, O_CLOEXEC) != 0)
+    throw std::runtime_error("data plane: cannot make a pipe: "
+                             + errno_text(errno));
   acceptor_ = std::thread([this] {
     ::pthread_setname_np(::pthread_self(), "af.data.accept");
     accept_loop();
   });
 }
 
+// The name of a node's Unix socket: in the abstract namespace, so it is
+// seen only by processes in the same network namespace (as its loopback
+// address is) and leaves no file behind. The node id names the machine
+// and the process.
+std::string unix_name(const caf::node_id& node) {
+  return std::string(1, '\0') + "actorflow-data/" + caf::to_string(node);
+}
+
+void plane_impl::listen_unix() {
+  auto name = unix_name(sys_.node());
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (name.size() > sizeof sa.sun_path)
+    return;
+  std::memcpy(sa.sun_path, name.data(), name.size());
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  auto len =
+    static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0
+      || ::listen(fd, 128) != 0) {
+    spdlog::warn("data plane: no Unix socket for peers on this machine "
+                 "({}); they connect over TCP",
+                 errno_text(errno));
+    if (fd >= 0)
+      ::close(fd);
+    return;
+  }
+  unix_fd_ = fd;
+}
+
 void plane_impl::accept_loop() {
   for (;;) {
-    sockaddr_storage sa{};
-    socklen_t len = sizeof sa;
-    int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len,
-                       SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED)
+    pollfd p[3] = {
+      {wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}, {unix_fd_, POLLIN, 0}};
+    if (::poll(p, unix_fd_ >= 0 ? 3 : 2, -1) < 0) {
+      if (errno == EINTR)
         continue;
-      {
-        std::lock_guard<std::mutex> g(mtx_);
-        if (stopping_)
-          return;
-      }
-      if (errno == EMFILE || errno == ENFILE || errno == ENOMEM) {
-        std::this_thread::sleep_for(std::chrono::milliseconds{50});
-        continue;
-      }
-      spdlog::error("data plane: accept failed: {}", errno_text(errno));
+      spdlog::error("data plane: poll failed: {}", errno_text(errno));
       return;
     }
-    tune(fd);
-    auto c = std::make_shared<connection>(*this, fd, peer_address(sa), false);
-    {
-      std::lock_guard<std::mutex> g(mtx_);
-      if (stopping_)
-        return; // c closes fd
-      all_.push_back(c);
-    }
-    c->start(true);
+    if (p[0].revents != 0)
+      return; // stop()
+    if (p[1].revents != 0)
+      accept_one(listen_fd_, false);
+    if (unix_fd_ >= 0 && p[2].revents != 0)
+      accept_one(unix_fd_, true);
   }
+}
+
+void plane_impl::accept_one(int listener, bool unix_socket) {
+  sockaddr_storage sa{};
+  socklen_t len = sizeof sa;
+  int fd =
+    ::accept4(listener, reinterpret_cast<sockaddr*>(&sa), &len, SOCK_CLOEXEC);
+  if (fd < 0) {
+    if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
+      std::this_thread::sleep_for(std::chrono::milliseconds{50});
+    else if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN)
+      spdlog::warn("data plane: accept failed: {}", errno_text(errno));
+    return;
+  }
+  if (!unix_socket)
+    tune_tcp(fd);
+  auto c = std::make_shared<connection>(*this, fd, unix_socket,
+                                        peer_address(fd, sa), false);
+  {
+    std::lock_guard<std::mutex> g(mtx_);
+    if (stopping_)
+      return; // c closes fd
+    all_.push_back(c);
+  }
+  c->start(true);
 }
 
 std::shared_ptr<connection> plane_impl::link_to(const caf::node_id& node,
@@ -153,11 +199,45 @@ std::shared_ptr<connection> plane_impl::link_to(const caf::node_id& node,
   links_[node] = c;
   all_.push_back(c);
   c->start(false);
+  spdlog::info("data plane: connected to {} over {}",
+               r.name.empty() ? c->name() : r.name, c->io().kind());
   return c;
 }
 
-std::shared_ptr<connection> plane_impl::dial(const data_route& r,
-                                             std::string& why) {
+int plane_impl::connect_unix(const caf::node_id& node) {
+  auto name = unix_name(node);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (name.size() > sizeof sa.sun_path)
+    return -1;
+  std::memcpy(sa.sun_path, name.data(), name.size());
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  auto len =
+    static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
+  if (fd < 0)
+    return -1;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+    ::close(fd); // another network namespace or machine: no such socket
+    return -1;
+  }
+  // Anybody in this network namespace may bind an abstract name: the
+  // socket must belong to the node's process (same process id, when both
+  // see the same process ids), or the hello would tell a stranger the
+  // job's secret.
+  ucred cred{};
+  socklen_t clen = sizeof cred;
+  uint32_t pid = 0;
+  if (node->implementation_id() == caf::node_id::default_data::class_id)
+    pid = static_cast<const caf::node_id::default_data&>(*node).process_id();
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0
+      || static_cast<uint32_t>(cred.pid) != pid) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int plane_impl::connect_tcp(const data_route& r, std::string& why) {
   auto where = r.host + ":" + std::to_string(r.port);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -167,7 +247,7 @@ std::shared_ptr<connection> plane_impl::dial(const data_route& r,
   if (int rc = ::getaddrinfo(r.host.c_str(), port_text.c_str(), &hints, &res);
       rc != 0) {
     why = "cannot resolve " + r.host + ": " + gai_strerror(rc);
-    return nullptr;
+    return -1;
   }
   int fd = -1;
   why = "cannot connect to " + where;
@@ -198,12 +278,46 @@ std::shared_ptr<connection> plane_impl::dial(const data_route& r,
     fd = s;
   }
   ::freeaddrinfo(res);
+  if (fd >= 0)
+    tune_tcp(fd);
+  return fd;
+}
+
+int plane_impl::connect_to(const data_route& r, bool& unix_socket,
+                           std::string& why) {
+  unix_socket = false;
+  if (opts_.local_sockets) {
+    if (int fd = connect_unix(r.node); fd >= 0) {
+      unix_socket = true;
+      return fd;
+    }
+  }
+  return connect_tcp(r, why);
+}
+
+std::shared_ptr<connection> plane_impl::dial(const data_route& r,
+                                             std::string& why) {
+  auto where = r.host + ":" + std::to_string(r.port);
+  bool unix_socket = false;
+  int fd = connect_to(r, unix_socket, why);
   if (fd < 0)
     return nullptr;
-  tune(fd);
-  set_timeout(fd, SO_RCVTIMEO, opts_.dial_timeout);
+  std::unique_ptr<stream> io;
+  if (tls_) {
+    io = tls_->wrap(fd, unix_socket, true, opts_.dial_timeout, why);
+    if (!io) {
+      ::close(fd);
+      why = where + ": " + why;
+      return nullptr;
+    }
+  } else {
+    io = plain_stream(fd, unix_socket);
+  }
+  io->set_read_timeout(opts_.dial_timeout);
+  auto& s = *io;
   auto c = std::make_shared<connection>(
-    *this, fd, r.name.empty() ? where : r.name + " (" + where + ")", true);
+    *this, fd, unix_socket,
+    r.name.empty() ? where : r.name + " (" + where + ")", true, std::move(io));
   // Hello: the secret and who we are.
   std::vector<char> out;
   caf::binary_serializer sink{sys_, out};
@@ -218,14 +332,14 @@ std::shared_ptr<connection> plane_impl::dial(const data_route& r,
   h.descriptor = static_cast<uint32_t>(out.size());
   std::byte head[data_frame::header_size];
   data_frame::encode(h, head);
-  if (auto w = write_all(
-        fd, {iovec{head, sizeof head}, iovec{out.data(), out.size()}});
+  if (auto w =
+        s.write_all({iovec{head, sizeof head}, iovec{out.data(), out.size()}});
       !w.empty()) {
     why = "hello to " + where + ": " + w;
     return nullptr;
   }
   std::byte whead[data_frame::header_size];
-  if (auto w = read_exact(fd, whead, sizeof whead); !w.empty()) {
+  if (auto w = s.read_exact(whead, sizeof whead); !w.empty()) {
     why = where + " did not welcome us (" + w
           + "): a wrong job secret, or not a data port";
     return nullptr;
@@ -239,7 +353,7 @@ std::shared_ptr<connection> plane_impl::dial(const data_route& r,
   }
   std::vector<char> desc(wh.descriptor);
   caf::node_id node;
-  if (auto w = read_exact(fd, desc.data(), desc.size()); !w.empty()) {
+  if (auto w = s.read_exact(desc.data(), desc.size()); !w.empty()) {
     why = "welcome from " + where + ": " + w;
     return nullptr;
   }
@@ -252,9 +366,11 @@ std::shared_ptr<connection> plane_impl::dial(const data_route& r,
     why = where + " is another node (" + caf::to_string(node) + ")";
     return nullptr;
   }
-  set_timeout(fd, SO_RCVTIMEO, std::chrono::milliseconds{0});
+  s.set_read_timeout(std::chrono::milliseconds{0});
   c->set_peer(node, {});
   ++dialed;
+  if (unix_socket)
+    ++local;
   return c;
 }
 
@@ -267,13 +383,18 @@ void plane_impl::stop() {
     stopping_ = true;
     all.swap(all_);
   }
-  if (listen_fd_ >= 0)
-    ::shutdown(listen_fd_, SHUT_RDWR);
+  if (wake_[1] >= 0) {
+    char one = 1;
+    while (::write(wake_[1], &one, 1) < 0 && errno == EINTR) {
+    }
+  }
   if (acceptor_.joinable())
     acceptor_.join();
-  if (listen_fd_ >= 0)
-    ::close(listen_fd_);
-  listen_fd_ = -1;
+  for (int* fd : {&listen_fd_, &unix_fd_, &wake_[0], &wake_[1]})
+    if (*fd >= 0) {
+      ::close(*fd);
+      *fd = -1;
+    }
   for (auto& c : all)
     c->shut();
   for (auto& c : all)
@@ -301,6 +422,13 @@ std::shared_ptr<data_plane> data_plane::start(caf::actor_system& sys,
   auto& slot = planes()[&sys];
   if (!slot) {
     auto p = std::make_shared<plane_impl>(sys, opts);
+    // With TLS between nodes (--tls-*), the data plane is TLS with the
+    // same files and the same mutual check.
+    if (sys.has_openssl_manager()) {
+      auto& cfg = sys.config();
+      p->use_tls(tls_context::make(cfg.openssl_certificate, cfg.openssl_key,
+                                   cfg.openssl_cafile));
+    }
     if (!opts.listen_host.empty())
       p->listen();
     slot = std::move(p);

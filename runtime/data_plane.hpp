@@ -1,6 +1,7 @@
 // The data plane: messages between actors on two nodes go straight from the
-// sending node to the receiving one, on a TCP connection per pair of
-// processes, instead of through CAF 0.17's BASP, which relays every
+// sending node to the receiving one, on a connection per pair of processes
+// (TCP; a Unix socket between processes in the same network namespace),
+// instead of through CAF 0.17's BASP, which relays every
 // message between two nodes through the node that connected them (the
 // coordinator's) and copies a tensor's bytes about 8 times on the way
 // (docs/multi-host.md, "The data plane").
@@ -20,16 +21,17 @@
 // edge to a replica on another node (runtime/stage_output.cpp), and PS
 // clients for every request to a shard on another node
 // (runtime/ps_client.*). A message the data plane cannot carry (no route
-// to the node, TLS on, the connection cannot be made) goes through CAF as
-// before.
+// to the node, the connection cannot be made) goes through CAF as before.
 //
 // Trust: a node's data port binds where its CAF port binds. A connection
 // must open with a hello that carries a secret the node was given by a
 // coordinator over the control channel (job::start makes one per job), or
 // it is closed: see accept_secret. Every connection closed for a bad
 // frame or a bad hello is logged with the peer's address and counted
-// (data_plane_stats). With TLS (--tls-*) the job does not use the data
-// plane at all: there is no plaintext side channel.
+// (data_plane_stats). When the actor system has CAF's OpenSSL module
+// (--tls-*), every connection is TLS with the same certificate, key and CA
+// file and the same mutual check as CAF's, before the hello: there is no
+// plaintext side channel.
 //
 // Failure: a connection that breaks (its peer died, the link was cut)
 // kills its stand-ins, as CAF kills the proxies of a lost node: monitors
@@ -80,6 +82,7 @@ struct data_plane_stats {
   uint64_t bytes_sent = 0; // headers, descriptors and payloads
   uint64_t bytes_received = 0;
   uint64_t undeliverable = 0; // frames for an actor that is not here
+  uint64_t local = 0; // of `dialed`, those over a Unix socket
 };
 
 class data_plane {
@@ -91,13 +94,22 @@ public:
     uint16_t port = 0; // 0: any free port
     /// How long a dial (connect, hello, welcome) may take.
     std::chrono::milliseconds dial_timeout{3000};
-    /// How long an accepted connection may take to say hello.
+    /// How long an accepted connection may take to say hello (and make
+    /// the TLS handshake before it).
     std::chrono::milliseconds hello_timeout{5000};
+    /// Peers in the same network namespace on this machine connect over a
+    /// Unix socket (in the abstract namespace, named for the node) instead
+    /// of loopback TCP: this one listens on one beside its port, and dials
+    /// a peer's first, taking it only when it belongs to the peer's
+    /// process (SO_PEERCRED). false: TCP only.
+    bool local_sockets = true;
   };
 
   /// The data plane of `sys`, started with `opts` if it has none yet (an
-  /// existing one is returned as it is). Throws std::runtime_error when it
-  /// cannot listen. Call stop(sys) before `sys` is destroyed.
+  /// existing one is returned as it is); TLS when `sys` has CAF's OpenSSL
+  /// module, with the files it was given. Throws std::runtime_error when
+  /// it cannot listen or a TLS file does not load. Call stop(sys) before
+  /// `sys` is destroyed.
   static std::shared_ptr<data_plane> start(caf::actor_system& sys,
                                            const options& opts);
   /// The data plane of `sys`, or nullptr.

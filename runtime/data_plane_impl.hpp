@@ -1,11 +1,13 @@
-// Internal to the data plane (runtime/data_plane.hpp), not installed: its
-// socket helpers, a connection to one peer process with its reader thread
-// and the stand-ins (runtime/data_connection.cpp), and the plane that
-// listens, dials, keeps the routes and drains (runtime/data_plane.cpp).
+// Internal to the data plane (runtime/data_plane.hpp), not installed: a
+// connection to one peer process with its reader thread and the stand-ins
+// (runtime/data_connection.cpp), and the plane that listens, dials, keeps
+// the routes and drains (runtime/data_plane.cpp). The bytes go through a
+// stream (runtime/data_stream.hpp): TCP, a Unix socket, or TLS on either.
 #pragma once
 
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -23,12 +25,14 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <caf/actor_config.hpp>
 #include <caf/actor_proxy.hpp>
 #include <caf/actor_registry.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 #include <caf/exit_reason.hpp>
@@ -42,31 +46,18 @@
 
 #include "runtime/data_frame.hpp"
 #include "runtime/data_plane.hpp"
+#include "runtime/data_stream.hpp"
 #include "runtime/failpoint.hpp"
 
 namespace af::data_plane_detail {
 
 using clock_type = std::chrono::steady_clock;
 
-std::string errno_text(int e);
-void set_timeout(int fd, int option, std::chrono::milliseconds t);
-// Small frames go out at once, and a peer that stops acknowledging (its
-// machine froze, the link was cut) fails the connection within about ten
-// seconds, writing or idle, instead of never.
-void tune(int fd);
-// "" once all of [p, p + n) was read; else why not. `eof_ok`: an end of
-// stream before the first byte is a clean close ("closed").
-std::string read_exact(int fd, void* p, size_t n, bool eof_ok = false);
-// "" once every byte of `iov` was written.
-std::string write_all(int fd, std::vector<iovec> iov);
-// "HOST:PORT" of a peer.
-std::string peer_address(const sockaddr_storage& sa);
-
-struct fd_source final : data_frame::source {
-  int fd;
-  explicit fd_source(int f) : fd(f) {}
+struct stream_source final : data_frame::source {
+  stream& in;
+  explicit stream_source(stream& s) : in(s) {}
   caf::error read(void* into, size_t n) override {
-    auto why = read_exact(fd, into, n);
+    auto why = in.read_exact(into, n);
     if (why.empty())
       return caf::none;
     return caf::make_error(caf::sec::end_of_stream, why);
@@ -77,8 +68,13 @@ class plane_impl;
 
 class connection : public std::enable_shared_from_this<connection> {
 public:
-  connection(plane_impl& plane, int fd, std::string name, bool dialed)
-    : plane_(plane), fd_(fd), name_(std::move(name)), dialed_(dialed) {}
+  // `fd` is a connected socket, now the connection's. `io` is its stream
+  // when the handshakes are made already (dialed); an accepted
+  // connection makes its own in its reader thread (TLS's, then the hello).
+  connection(plane_impl& plane, int fd, bool unix_socket, std::string name,
+             bool dialed, std::unique_ptr<stream> io = nullptr)
+    : plane_(plane), fd_(fd), unix_(unix_socket), name_(std::move(name)),
+      dialed_(dialed), io_(std::move(io)) {}
   ~connection() {
     if (fd_ >= 0)
       ::close(fd_);
@@ -115,6 +111,9 @@ public:
   void start(bool hello_first);
   // Wakes the reader: it closes the connection.
   void shut() { ::shutdown(fd_, SHUT_RDWR); }
+  // The stream: set before the reader starts (dialed), or by the reader
+  // before the connection is welcomed and written to (accepted).
+  stream& io() { return *io_; }
   void join() {
     if (reader_.joinable())
       reader_.join();
@@ -123,6 +122,7 @@ public:
 private:
   void run(bool hello_first);
   std::string take_hello();
+  std::string secure(); // TLS on an accepted connection, when the plane has it
   std::string read_frames();
   std::string deliver(const data_frame::header& h,
                       const std::vector<char>& descriptor);
@@ -131,8 +131,10 @@ private:
 
   plane_impl& plane_;
   int fd_;
+  bool unix_;
   std::string name_;
   bool dialed_;
+  std::unique_ptr<stream> io_;
   caf::node_id peer_;
   std::thread reader_;
   std::mutex write_mtx_;
@@ -197,6 +199,9 @@ public:
 
   void listen();
   void stop();
+  // TLS for every connection from now on (before listen() and dials).
+  void use_tls(std::shared_ptr<tls_context> tls) { tls_ = std::move(tls); }
+  tls_context* tls() const { return tls_.get(); }
 
   caf::actor_system& sys() { return sys_; }
   const options& opts() const { return opts_; }
@@ -247,6 +252,7 @@ public:
     s.bytes_sent = bytes_sent.load();
     s.bytes_received = bytes_received.load();
     s.undeliverable = undeliverable.load();
+    s.local = local.load();
     return s;
   }
 
@@ -274,18 +280,28 @@ public:
 
   std::atomic<uint64_t> accepted{0}, dialed{0}, refused{0}, broken{0},
     frames_sent{0}, frames_received{0}, bytes_sent{0}, bytes_received{0},
-    undeliverable{0};
+    undeliverable{0}, local{0};
 
 private:
   std::shared_ptr<connection> link_to(const caf::node_id& node,
                                       std::string* why);
   std::shared_ptr<connection> dial(const data_route& r, std::string& why);
+  // A socket connected to `r`: on this machine's Unix socket of its node
+  // when there is one (`unix_socket` set), else over TCP; -1 and `why`.
+  int connect_to(const data_route& r, bool& unix_socket, std::string& why);
+  int connect_unix(const caf::node_id& node);
+  int connect_tcp(const data_route& r, std::string& why);
+  void listen_unix();
   void accept_loop();
+  void accept_one(int listener, bool unix_socket);
 
   caf::actor_system& sys_;
   options opts_;
   int listen_fd_ = -1;
+  int unix_fd_ = -1;       // the Unix socket it accepts on, or -1
+  int wake_[2] = {-1, -1}; // a pipe: stop() wakes the acceptor through it
   uint16_t port_ = 0;
+  std::shared_ptr<tls_context> tls_;
   std::thread acceptor_;
   std::mutex dial_mtx_;
   mutable std::mutex mtx_;

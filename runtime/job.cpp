@@ -416,10 +416,10 @@ void wire(const launch& l, const job_plan& plan,
 
 // Direct traffic between nodes (runtime/data_plane.hpp): every node gets a
 // secret for this job and where the others' data ports are, and must reach
-// each of them. Not with TLS: the data plane has no TLS of its own, and
-// must not be a plaintext side channel beside CAF's TLS connections.
+// each of them. With TLS (--tls-*) the data plane is TLS too
+// (data_plane::start).
 void connect_data_plane(launch& l) {
-  if (l.spawners.empty() || l.sys.has_openssl_manager())
+  if (l.spawners.empty())
     return;
   auto secret = make_job_secret();
   std::vector<data_route> routes;
@@ -433,9 +433,8 @@ void connect_data_plane(launch& l) {
                 secret)
       .receive([&](uint16_t p) { port = p; },
                [&](caf::error& err) {
-                 throw std::runtime_error("host '" + host
-                                          + "': no data plane: "
-                                          + l.sys.render(err));
+                 throw std::runtime_error(
+                   "host '" + host + "': no data plane: " + l.sys.render(err));
                });
     if (port == 0)
       continue;
@@ -460,8 +459,7 @@ void connect_data_plane(launch& l) {
                 routes)
       .receive([&](std::vector<std::string>& p) { problems = std::move(p); },
                [&](caf::error& err) {
-                 problems.push_back("(no answer: " + l.sys.render(err)
-                                    + ")");
+                 problems.push_back("(no answer: " + l.sys.render(err) + ")");
                });
     if (!problems.empty()) {
       // "w3: cannot connect to ...": the node names the host it missed.
@@ -470,13 +468,13 @@ void connect_data_plane(launch& l) {
       auto other = colon == std::string::npos ? p : p.substr(0, colon);
       auto why = colon == std::string::npos ? "" : p.substr(colon + 2);
       throw std::runtime_error(
-        "host '" + host + "' cannot reach host '" + other
-        + "' directly (" + why
+        "host '" + host + "' cannot reach host '" + other + "' directly (" + why
         + "); every node must reach the others' data ports (docs/"
           "multi-host.md, \"The data plane\")");
     }
   }
-  spdlog::info("data plane: {} nodes connected directly", routes.size());
+  spdlog::info("data plane: {} nodes connected directly{}", routes.size(),
+               l.sys.has_openssl_manager() ? " over TLS" : "");
 }
 
 } // namespace

@@ -36,6 +36,7 @@ struct node_args {
   tls_options tls;
   double shutdown_timeout_s = 5;
   int data_port = 0;
+  std::string data_socket = "auto";
 };
 
 int cmd_node(const node_args& args, const registry& reg) {
@@ -83,22 +84,22 @@ int cmd_node(const node_args& args, const registry& reg) {
     spdlog::info("node: TLS with certificate {}; peers need a certificate "
                  "signed by a CA in {}",
                  args.tls.cert, args.tls.ca);
-  // The data plane (runtime/data_plane.hpp), where the node binds. With
-  // TLS there is none: everything stays on CAF's TLS connections.
-  if (!args.tls.enabled()) {
-    try {
-      data_plane::options dp;
-      dp.listen_host = addr->host;
-      dp.port = static_cast<uint16_t>(args.data_port);
-      auto plane = data_plane::start(sys, dp);
-      spdlog::info("node: data port {}:{}", addr->host, plane->port());
-    } catch (const std::exception& ex) {
-      std::fprintf(stderr, "node: %s\n", ex.what());
-      caf::anon_send_exit(spawner, caf::exit_reason::user_shutdown);
-      bound_shutdown(exit_failure, shutdown_limit(args.shutdown_timeout_s),
-                     signals_received);
-      return exit_failure;
-    }
+  // The data plane (runtime/data_plane.hpp), where the node binds; TLS
+  // with the same files when the node has them.
+  try {
+    data_plane::options dp;
+    dp.listen_host = addr->host;
+    dp.port = static_cast<uint16_t>(args.data_port);
+    dp.local_sockets = args.data_socket == "auto";
+    auto plane = data_plane::start(sys, dp);
+    spdlog::info("node: data port {}:{}{}", addr->host, plane->port(),
+                 args.tls.enabled() ? " (TLS)" : "");
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "node: %s\n", ex.what());
+    caf::anon_send_exit(spawner, caf::exit_reason::user_shutdown);
+    bound_shutdown(exit_failure, shutdown_limit(args.shutdown_timeout_s),
+                   signals_received);
+    return exit_failure;
   }
   install_signal_handlers();
   while (signals_received.load() == 0)
@@ -134,13 +135,22 @@ void add_node(CLI::App& app, const registry& reg,
     ->add_option("--data-port", args->data_port,
                  "Port of the data plane, where stages and shards on other "
                  "nodes send tensors straight to this node; it binds where "
-                 "--listen binds (0: a free port; none with TLS)")
+                 "--listen binds (0: a free port); TLS with --tls-*")
     ->check(CLI::Range(0, 65535))
+    ->capture_default_str();
+  node
+    ->add_option("--data-socket", args->data_socket,
+                 "auto: processes in this node's network namespace on this "
+                 "machine reach its data plane on a Unix socket, faster "
+                 "than loopback TCP; tcp: only on the data port")
+    ->check(CLI::IsMember({"auto", "tcp"}))
     ->capture_default_str();
   add_tls_options(node, args->tls);
   add_shutdown_option(node, args->shutdown_timeout_s);
   node->callback([args, &reg, &action] {
-    action = [args, &reg] { return cmd_node(*args, reg); };
+    action = [args, &reg] {
+      return cmd_node(*args, reg);
+    };
   });
 }
 

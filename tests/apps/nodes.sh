@@ -207,6 +207,20 @@ topology() {
   topo=$tmp/$template.pbtxt
 }
 
+# expect_coordinator_share REPORT: the --report-json REPORT of a job over
+# nodes says that more than 1 MB crossed between nodes and that the
+# coordinator's connections carried some of it, at most 1%
+# (docs/multi-host.md, "Bytes through the coordinator").
+expect_coordinator_share() {
+  python3 - "$1" <<'PY' || fail "more than 1% of the data between nodes went through the coordinator"
+import json, sys
+r = json.load(open(sys.argv[1]))
+data, coord = r["network_bytes"], r["coordinator_bytes"]
+print(f"data between nodes {data} B, through the coordinator {coord} B ({100 * coord / data:.3f}%)")
+sys.exit(0 if data > 1e6 and 0 < coord <= 0.01 * data else 1)
+PY
+}
+
 # No sanitizer report in the run's or any node's stderr.
 no_sanitizer_reports() {
   local f

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# TLS between `actorflow node` and `actorflow run` (CAF's OpenSSL module):
-# matching certificates work, a certificate from another CA and a peer
-# without TLS are refused quickly, and the options are checked up front.
+# TLS between `actorflow node` and `actorflow run` (CAF's OpenSSL module),
+# and on the data plane between them: matching certificates work, a
+# certificate from another CA and a peer without TLS are refused quickly,
+# and the options are checked up front.
 # Usage: tls_test.sh ACTORFLOW CASE
 #
 # A cluster CA with node and coordinator certificates, and a "rogue" CA
@@ -208,6 +209,64 @@ case $case_name in
     # The node still serves a coordinator with the right certificate.
     alive "${node_pid[w1]}" || fail "node w1 is gone after the refusals"
     run_ctr_ok
+    expect_clean_end
+    ;;
+  data_plane)
+    # With --tls-* the data plane (runtime/data_plane.hpp) is TLS too, with
+    # the same files and the same mutual check: trainers on w2, shards on
+    # w1, the source and the batcher in the coordinator; w1's data plane
+    # takes TCP only (--data-socket tcp), w2's also a Unix socket.
+    start_node w1 127.0.0.1:0 "${tls_node[@]}" --data-socket tcp
+    start_node w2 127.0.0.1:0 "${tls_node[@]}"
+    ctr_topology "${port[w1]}"
+    sed -i -e "s/^host { name: \"w1\".*/&\nhost { name: \"w2\" address: \"127.0.0.1:${port[w2]}\" }/" \
+      -e 's/replicas: 2 hosts: \["w1"\]/replicas: 2 hosts: ["w2"]/' "$topo"
+    grep -q 'hosts: \["w2"\]' "$topo" || fail "the trainers are not on w2"
+    run_limited 100 run "$topo" --no-progress --report-json "$tmp/report.json" "${tls_coord[@]}"
+    expect_rc 0
+    expect_out "job 'tls-ctr' finished"
+    expect_err "data plane: 2 nodes connected directly over TLS"
+    node_has w1 "node: data port 127\.0\.0\.1:[0-9]* (TLS)"
+    # Which of w1 and w2 dials the other depends on timing, not the
+    # transport: TCP either way, as w1 has no Unix socket.
+    cat "$tmp/node-w1.err" "$tmp/node-w2.err" \
+      | grep -q "data plane: connected to w[12] over TLS over TCP" \
+      || fail "w1 and w2 did not connect over TLS over TCP"
+    ! grep -q "Unix" "$tmp/node-w1.err" || fail "w1 has a Unix socket"
+    expect_err "data plane: connected to w1 over TLS over TCP"
+    expect_err "data plane: connected to w2 over TLS over a Unix socket"
+    node_has w2 "data plane: unix:pid [0-9]* connected over TLS over a Unix socket"
+    expect_coordinator_share "$tmp/report.json"
+    dport=$(sed -n 's/.*node: data port 127\.0\.0\.1:\([0-9]*\) (TLS).*/\1/p' "$tmp/node-w1.err" | head -n 1)
+    [ -n "$dport" ] || fail "no data port in w1's log"
+    # No plaintext: a hello in the clear is not a TLS handshake.
+    python3 - "$dport" <<'PY' || fail "the TLS data port did not close a plaintext peer"
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(b"AFDP" + bytes(44))
+try:
+    sys.exit(0 if s.recv(1 << 16) == b"" else 1)
+except ConnectionResetError:
+    sys.exit(0)
+PY
+    wait_log w1 "data plane: closed the connection from 127\.0\.0\.1:[0-9]*: TLS handshake failed: the peer does not speak TLS" 10
+    # A certificate of another CA, and none at all, are refused as on the
+    # node's CAF port.
+    timeout 20 openssl s_client -ign_eof -connect "127.0.0.1:$dport" \
+      -CAfile "$pki/ca.pem" -cert "$pki/evil.pem" -key "$pki/evil.key" \
+      </dev/null >"$tmp/s_client" 2>&1
+    grep -aq 'alert unknown ca' "$tmp/s_client" \
+      || { cat "$tmp/s_client"; fail "the data port did not refuse a certificate of another CA"; }
+    timeout 20 openssl s_client -ign_eof -connect "127.0.0.1:$dport" \
+      -CAfile "$pki/ca.pem" </dev/null >"$tmp/s_client" 2>&1
+    grep -aq 'alert certificate required' "$tmp/s_client" \
+      || { cat "$tmp/s_client"; fail "the data port did not refuse a client without a certificate"; }
+    wait_log w1 "TLS handshake failed: the peer's certificate: unable to get local issuer certificate" 10
+    grep "data plane: closed the connection from" "$tmp/node-w1.err"
+    # The node's data port still serves the job's peers.
+    run_limited 100 run "$topo" --no-progress "${tls_coord[@]}"
+    expect_rc 0
+    expect_out "job 'tls-ctr' finished"
     expect_clean_end
     ;;
   plain_to_tls)

@@ -9,9 +9,10 @@
 
 #include <chrono>
 #include <cmath>
-#include <limits>
+#include <cstddef>
 #include <cstring>
 #include <future>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +21,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <caf/actor_registry.hpp>
@@ -92,6 +94,22 @@ struct raw_peer {
     addr.sin_port = htons(port);
     REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr)
             == 0);
+  }
+  // On the abstract Unix socket `name` (without its leading NUL); fd is
+  // -1 when nothing listens there.
+  explicit raw_peer(const std::string& name) {
+    fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    REQUIRE(name.size() + 1 <= sizeof addr.sun_path);
+    std::memcpy(addr.sun_path + 1, name.data(), name.size());
+    auto len =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
   }
   ~raw_peer() {
     if (fd >= 0)
@@ -188,9 +206,10 @@ struct node_fixture : test::fixture {
   std::promise<std::vector<batch>> got;
   caf::actor receiver;
 
-  node_fixture() {
+  explicit node_fixture(bool local_sockets = true) {
     data_plane::options opts;
     opts.listen_host = "127.0.0.1";
+    opts.local_sockets = local_sockets;
     opts.hello_timeout = std::chrono::milliseconds{500};
     plane = data_plane::start(sys, opts);
     plane->accept_secret(secret);
@@ -348,6 +367,51 @@ TEST_CASE("a node's data port delivers a hello'd peer's tensors to the "
   CHECK(got[0].at("label") == items[0].at("label"));
   CHECK(eventually([&] { return f.plane->stats().frames_received == 1; }));
   CHECK(f.plane->stats().accepted == 1);
+}
+
+TEST_CASE("a peer in the node's network namespace reaches its data plane "
+          "on a Unix socket named for the node",
+          "[data_plane]") {
+  std::string name;
+  SECTION("tensors arrive as over TCP, and the hello is still required") {
+    node_fixture f;
+    name = "actorflow-data/" + caf::to_string(f.sys.node());
+    raw_peer stranger{name};
+    REQUIRE(stranger.fd >= 0);
+    stranger.hello(f.sys, "not the secret", other_node());
+    CHECK(stranger.closed_by_peer());
+    CHECK(eventually([&] { return f.plane->stats().refused == 1; }));
+    raw_peer peer{name};
+    REQUIRE(peer.fd >= 0);
+    f.welcomed(peer);
+    auto items = sample_items();
+    send_message(peer, f.sys, f.receiver.id(), 0, caf::message_id{},
+                 caf::make_message(items));
+    auto fut = f.got.get_future();
+    REQUIRE(fut.wait_for(std::chrono::seconds{5}) == std::future_status::ready);
+    auto got = fut.get();
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].at("x") == items[0].at("x"));
+    CHECK(f.plane->stats().accepted == 1);
+  }
+  SECTION("local_sockets = false: no Unix socket, the data port only") {
+    node_fixture f{false};
+    name = "actorflow-data/" + caf::to_string(f.sys.node());
+    raw_peer peer{name};
+    CHECK(peer.fd == -1);
+    raw_peer tcp{f.plane->port()};
+    f.welcomed(tcp);
+  }
+  SECTION("the socket goes with the plane") {
+    {
+      node_fixture f;
+      name = "actorflow-data/" + caf::to_string(f.sys.node());
+      raw_peer peer{name};
+      CHECK(peer.fd >= 0);
+    }
+    raw_peer peer{name};
+    CHECK(peer.fd == -1);
+  }
 }
 
 TEST_CASE("a request through the data port is answered on the same "
