@@ -45,6 +45,7 @@ service_type ps_service_type() {
     cfg.optimizer = spec.optimizer;
     cfg.staleness = spec.staleness;
     cfg.scale_lr_by_staleness = spec.scale_lr_by_staleness;
+    cfg.wire = spec.wire;
     cfg.expected_workers = spec.workers;
     cfg.seed = spec.seed;
     cfg.name = replica_label(std::string{ps_service}, k);

@@ -4,6 +4,7 @@
 // workers' actors.
 #include "actors/ps_shard.hpp"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -24,6 +25,7 @@
 #include "runtime/coordinator.hpp"
 #include "runtime/replica_label.hpp"
 #include "runtime/stream.hpp"
+#include "runtime/wire_dtype.hpp"
 
 namespace af {
 
@@ -179,7 +181,22 @@ ps_shard_actor::behavior_type ps_shard_main(shard_actor self,
       auto& st = self->state;
       track(self, req.worker, false);
       ps_push_ack ack;
-      if (auto err = st.shard->push(req, ack); !err.empty())
+      // Gradients that came in 16 bits (Training.ps.wire) are applied in
+      // f32, as every update is.
+      std::string err;
+      if (std::any_of(req.grads.begin(), req.grads.end(),
+                      [](const ps_slice& g) {
+                        return g.values.type() != dtype::f32;
+                      })) {
+        auto wide = req;
+        for (auto& g : wide.grads)
+          if (g.values.type() == dtype::bf16 || g.values.type() == dtype::f16)
+            g.values = widen_values(g.values);
+        err = st.shard->push(wide, ack);
+      } else {
+        err = st.shard->push(req, ack);
+      }
+      if (!err.empty())
         return invalid(std::move(err));
       release(self);
       return ack;

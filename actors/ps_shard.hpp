@@ -113,6 +113,9 @@ struct ps_shard_config {
   std::optional<uint64_t> staleness;
   /// Divide the learning rate of an update by its staleness when > 1.
   bool scale_lr_by_staleness = false;
+  /// The dtype of the values of pull answers (f32, bf16 or f16: rounded
+  /// from the f32 master values). Pushes are taken in any of the three.
+  dtype wire = dtype::f32;
   /// Workers the job runs (0: unknown). Used for the clocks before every
   /// worker has registered and for ps_progress::finished.
   uint32_t expected_workers = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "gpu/layers.hpp"
+#include "runtime/wire_dtype.hpp"
 
 namespace af {
 
@@ -130,6 +131,9 @@ ps_params ps_shard_state::impl::answer(const ps_pull& req) {
     s.values = std::move(t);
     out.slices.push_back(std::move(s));
   }
+  if (cfg.wire != dtype::f32)
+    for (auto& s : out.slices)
+      s.values = narrow_values(s.values, cfg.wire);
   return out;
 }
 

@@ -81,6 +81,7 @@ public:
                                           info.context->service(ps_service),
                                           spec_.params, info.replica,
                                           info.context->coordinator);
+    client_->set_wire(spec_.wire);
     // Registered before any data flows, so that the shards count this
     // worker from the first clock on (and notice if it dies early).
     client_->join();

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "runtime/topology.hpp"
+#include "runtime/wire_dtype.hpp"
 
 namespace af {
 
@@ -152,6 +153,15 @@ training_spec read(const topology::Topology& topo,
       t.staleness = static_cast<uint64_t>(ps.staleness());
   }
   t.scale_lr_by_staleness = ps.scale_lr_by_staleness();
+  if (!ps.wire().empty()) {
+    if (auto w = wire_dtype_of(ps.wire()))
+      t.wire = *w;
+    else
+      problems.push_back({"training.ps.wire",
+                          "training.ps.wire must be \"f32\", \"bf16\" or "
+                          "\"f16\", got \""
+                            + ps.wire() + "\""});
+  }
   if (tr.on_nonfinite() != "" && tr.on_nonfinite() != "skip"
       && tr.on_nonfinite() != "fail")
     problems.push_back({"training.on_nonfinite",

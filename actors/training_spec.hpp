@@ -27,6 +27,7 @@ struct training_spec {
   uint32_t shards = 1;
   std::optional<uint64_t> staleness; // nullopt: unbounded
   bool scale_lr_by_staleness = false;
+  dtype wire = dtype::f32; // values of pushes and pulls (ps.wire)
   bool fail_on_nonfinite = false;
   uint32_t workers = 0;     // trainer replicas in the topology
   uint64_t seed = 0;

@@ -154,6 +154,7 @@ void ps_client::impl::take_params(gpu::model& m, uint32_t s, ps_params& p,
     if (sl.var >= params.size())
       throw std::runtime_error("parameter server sent an unknown variable");
     auto& spec = params[sl.var];
+    sl.values = widen_values(sl.values); // 16 bits on the wire: f32 again
     if (spec.sparse) {
       auto dim = static_cast<size_t>(spec.row_size());
       auto* ids = sl.index.data_as<int64_t>();
@@ -232,6 +233,13 @@ uint64_t ps_client::network_bytes() const noexcept {
 
 uint64_t ps_client::read_version() const noexcept {
   return impl_->read_version.empty() ? 0 : impl_->read_version[0];
+}
+
+void ps_client::set_wire(dtype wire) {
+  if (wire != dtype::f32 && wire != dtype::bf16 && wire != dtype::f16)
+    throw std::invalid_argument(std::string{"ps_client: no wire dtype "}
+                                + dtype_name(wire));
+  impl_->wire = wire;
 }
 
 void ps_client::set_part_bytes(size_t bytes, size_t window) {

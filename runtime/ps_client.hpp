@@ -88,6 +88,13 @@ public:
   /// message per shard always. Call between pulls and pushes.
   void set_part_bytes(size_t bytes, size_t window = 8);
 
+  /// The dtype of pushed gradient values (Training.ps.wire): f32
+  /// (default), bf16 or f16, rounded from the model's f32 gradients (the
+  /// NaN/Inf check runs before). Pull answers are taken in any of the
+  /// three (the shards' wire setting decides). Throws
+  /// std::invalid_argument for another dtype.
+  void set_wire(dtype wire);
+
   /// Bytes of parameters pulled from, and gradients pushed to, shards on
   /// other nodes so far (the tensors' data; CAF's framing not counted).
   uint64_t network_bytes() const noexcept;

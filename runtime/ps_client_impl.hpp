@@ -27,6 +27,7 @@
 #include "runtime/ps.hpp"
 #include "runtime/ps_client.hpp"
 #include "runtime/replica_label.hpp"
+#include "runtime/wire_dtype.hpp"
 
 namespace af {
 
@@ -72,6 +73,7 @@ struct ps_client::impl {
   // slices laid end to end: where variable i starts on that line.
   size_t part_bytes = default_part_bytes;
   size_t window = default_pull_window;
+  dtype wire = dtype::f32; // of pushed gradient values (set_wire)
   std::vector<std::vector<uint64_t>> line_base; // [shard][var]
   std::vector<uint64_t> line_size;              // [shard] elements
   // The outstanding pull (pull_async): its requests (one per shard, or one

@@ -278,6 +278,10 @@ void ps_client::impl::messages_of(push_plan& plan, bool clock_only,
 void ps_client::impl::send_push(std::vector<ps_push> messages,
                                 std::vector<uint32_t> to) {
   pushes.reserve(messages.size());
+  if (wire != dtype::f32)
+    for (auto& m : messages)
+      for (auto& g : m.grads)
+        g.values = narrow_values(g.values, wire);
   for (size_t j = 0; j < messages.size(); ++j) {
     if (remote(to[j]))
       network_bytes += bytes_of(messages[j].grads);

@@ -29,6 +29,7 @@ size_t dtype_size(dtype t) noexcept {
     case dtype::u8:
       return 1;
     case dtype::f16:
+    case dtype::bf16:
       return 2;
     case dtype::i32:
     case dtype::f32:
@@ -56,12 +57,14 @@ const char* dtype_name(dtype t) noexcept {
       return "f64";
     case dtype::bytes:
       return "bytes";
+    case dtype::bf16:
+      return "bf16";
   }
   return "?";
 }
 
 bool dtype_valid(uint8_t raw) noexcept {
-  return raw <= static_cast<uint8_t>(dtype::bytes);
+  return raw <= static_cast<uint8_t>(dtype::bf16);
 }
 
 buffer::buffer(size_t size, bool recycle)

@@ -34,7 +34,9 @@
 
 namespace af {
 
-enum class dtype : uint8_t { u8 = 0, i32, i64, f16, f32, f64, bytes };
+/// bf16 came last (0.2): the values of the others are in files and on the
+/// wire.
+enum class dtype : uint8_t { u8 = 0, i32, i64, f16, f32, f64, bytes, bf16 };
 
 /// Bytes per element; 0 for `bytes` (variable-length strings).
 size_t dtype_size(dtype t) noexcept;

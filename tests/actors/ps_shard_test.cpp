@@ -17,6 +17,7 @@
 #include <caf/send.hpp>
 
 #include "actors/ps_shard.hpp"
+#include "runtime/wire_dtype.hpp"
 #include "tests/support/harness.hpp"
 
 using namespace af;
@@ -424,6 +425,55 @@ TEST_CASE("a duplicate push is acknowledged but applied once", "[ps]") {
   // An older step is a retry too.
   ask<ps_push_ack>(w, shard, ps_push_atom::value, make_push(0, 2, 1, 1, {}));
   CHECK_FALSE(ask<ps_push_ack>(w, shard, ps_push_atom::value, push).applied);
+}
+
+TEST_CASE("a 16-bit wire: pulls answer in it, pushes in it are applied in "
+          "f32",
+          "[ps]") {
+  for (auto wire : {dtype::bf16, dtype::f16}) {
+    CAPTURE(dtype_name(wire));
+    ps_fixture f;
+    auto c16 = shard_config(0, 1, std::nullopt);
+    c16.wire = wire;
+    auto s16 = f.spawn(c16);
+    auto s32 = f.spawn(shard_config(0, 1, std::nullopt));
+    caf::scoped_actor w{f.sys};
+    auto p16 = ask<ps_params>(w, s16, ps_pull_atom::value,
+                              make_pull(0, 0, {rows_slice(1, {3, 7})}));
+    auto p32 = ask<ps_params>(w, s32, ps_pull_atom::value,
+                              make_pull(0, 0, {rows_slice(1, {3, 7})}));
+    REQUIRE(p16.slices.size() == p32.slices.size());
+    for (size_t i = 0; i < p16.slices.size(); ++i) {
+      // The same values, each rounded to 16 bits: what narrow_values
+      // makes of the f32 master values.
+      CHECK(p16.slices[i].values.type() == wire);
+      CHECK(p16.slices[i].values.shape() == p32.slices[i].values.shape());
+      auto want = floats(widen_values(narrow_values(p32.slices[i].values, wire)));
+      CHECK(floats(widen_values(p16.slices[i].values)) == want);
+      CHECK(want != floats(p32.slices[i].values)); // rounding did something
+    }
+    // A gradient sent in 16 bits moves the f32 master values as the same
+    // (rounded) gradient sent in f32 does: the shard keeps full precision.
+    std::vector<float> g(12);
+    for (size_t i = 0; i < g.size(); ++i)
+      g[i] = 0.1f * static_cast<float>(i) - 0.37f;
+    auto rounded = floats(widen_values(narrow_values(f32(g), wire)));
+    auto narrow = dense_grad(0, 0, g);
+    narrow.values = narrow_values(narrow.values, wire);
+    auto sparse = rows_slice(1, {3}, {0.25f, -0.5f, 1.0f});
+    sparse.values = narrow_values(sparse.values, wire);
+    CHECK(ask<ps_push_ack>(w, s16, ps_push_atom::value,
+                           make_push(0, 1, 0, 1, {narrow, sparse}))
+            .applied);
+    CHECK(ask<ps_push_ack>(w, s32, ps_push_atom::value,
+                           make_push(0, 1, 0, 1,
+                                     {dense_grad(0, 0, rounded),
+                                      rows_slice(1, {3}, {0.25f, -0.5f, 1.0f})}))
+            .applied);
+    // The master values, as a checkpoint holds them (f32 both).
+    CHECK(ask<std::string>(w, s16, ps_snapshot_atom::value)
+          == ask<std::string>(w, s32, ps_snapshot_atom::value));
+  }
 }
 
 TEST_CASE("a worker going down releases a waiting pull and completes the "

@@ -257,6 +257,11 @@ TEST_CASE_METHOD(training_fixture, "training sections are validated with the "
   bad_stale.replace(bad_stale.find("ps { shards: 2 }"), 16,
                     "ps { shards: 2 staleness: -1 }");
   check(bad_stale, "training.ps.staleness must be >= 0");
+  auto bad_wire = mlp;
+  bad_wire.replace(bad_wire.find("ps { shards: 2 }"), 16,
+                   "ps { shards: 2 wire: \"fp8\" }");
+  check(bad_wire, "training.ps.wire must be \"f32\", \"bf16\" or \"f16\", "
+                  "got \"fp8\"");
 }
 
 TEST_CASE("AUC counts ties as one half") {
