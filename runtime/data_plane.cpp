@@ -140,7 +140,9 @@ void plane_impl::accept_one(int listener, bool unix_socket) {
       spdlog::warn("data plane: accept failed: {}", errno_text(errno));
     return;
   }
-  if (!unix_socket)
+  if (unix_socket)
+    tune_unix(fd);
+  else
     tune_tcp(fd);
   auto c = std::make_shared<connection>(*this, fd, unix_socket,
                                         peer_address(fd, sa), false);
@@ -216,6 +218,7 @@ int plane_impl::connect_unix(const caf::node_id& node) {
     static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
   if (fd < 0)
     return -1;
+  tune_unix(fd);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
     ::close(fd); // another network namespace or machine: no such socket
     return -1;

@@ -47,6 +47,12 @@ void tune_tcp(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
 
+void tune_unix(int fd) {
+  int bytes = 4 << 20;
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
 std::string peer_address(int fd, const sockaddr_storage& sa) {
   char host[INET6_ADDRSTRLEN] = "?";
   uint16_t port = 0;
@@ -213,26 +219,13 @@ public:
     size_t got = 0;
     while (got < n) {
       size_t r = 0;
-      int rc = 0, err = SSL_ERROR_NONE, sys_err = 0;
-      std::string detail;
-      {
-        std::lock_guard<std::mutex> g(mtx_);
-        sigpipe_blocked quiet;
-        ERR_clear_error();
-        errno = 0;
-        rc = SSL_read_ex(ssl_, at + got, n - got, &r);
-        if (rc != 1) {
-          sys_err = errno;
-          err = SSL_get_error(ssl_, rc);
-          detail = openssl_errors();
-        }
-      }
-      if (rc == 1) {
+      auto c = call([&] { return SSL_read_ex(ssl_, at + got, n - got, &r); });
+      if (c.rc == 1) {
         got += r;
         continue;
       }
       std::string why;
-      switch (err) {
+      switch (c.err) {
         case SSL_ERROR_WANT_READ:
           why = wait_for(fd_, POLLIN, read_timeout_);
           break;
@@ -242,12 +235,11 @@ public:
         case SSL_ERROR_ZERO_RETURN:
           return got == 0 && eof_ok ? "closed" : ended_inside(got, n);
         case SSL_ERROR_SYSCALL:
-          if (sys_err == 0)
+          if (c.sys_err == 0)
             return got == 0 && eof_ok ? "closed" : ended_inside(got, n);
-          return errno_text(sys_err);
+          return errno_text(c.sys_err);
         default:
-          return "TLS: "
-                 + (detail.empty() ? "error " + std::to_string(err) : detail);
+          return c.failure();
       }
       if (!why.empty())
         return why;
@@ -287,38 +279,53 @@ public:
   }
 
 private:
+  // What an OpenSSL call on the session returned, and why when it failed.
+  struct outcome {
+    int rc = 0;
+    int err = SSL_ERROR_NONE; // SSL_get_error's
+    int sys_err = 0;          // errno right after the call
+    std::string detail;       // OpenSSL's error queue
+    std::string failure() const {
+      return "TLS: "
+             + (detail.empty() ? "error " + std::to_string(err) : detail);
+    }
+  };
+
+  // Runs `op` (SSL_read_ex, SSL_write_ex) under the lock, SIGPIPE blocked.
+  template <class Op>
+  outcome call(Op op) {
+    outcome c;
+    std::lock_guard<std::mutex> g(mtx_);
+    sigpipe_blocked quiet;
+    ERR_clear_error();
+    errno = 0;
+    c.rc = op();
+    if (c.rc != 1) {
+      c.sys_err = errno;
+      c.err = SSL_get_error(ssl_, c.rc);
+      c.detail = openssl_errors();
+    }
+    return c;
+  }
+
   std::string write(const char* at, size_t left) {
     while (left > 0) {
       size_t w = 0;
-      int rc = 0, err = SSL_ERROR_NONE, sys_err = 0;
-      std::string detail;
-      {
-        std::lock_guard<std::mutex> g(mtx_);
-        sigpipe_blocked quiet;
-        ERR_clear_error();
-        errno = 0;
-        rc = SSL_write_ex(ssl_, at, left, &w);
-        if (rc != 1) {
-          sys_err = errno;
-          err = SSL_get_error(ssl_, rc);
-          detail = openssl_errors();
-        }
-      }
-      if (rc == 1) {
+      auto c = call([&] { return SSL_write_ex(ssl_, at, left, &w); });
+      if (c.rc == 1) {
         at += w;
         left -= w;
         continue;
       }
       std::string why;
-      if (err == SSL_ERROR_WANT_WRITE)
+      if (c.err == SSL_ERROR_WANT_WRITE)
         why = wait_for(fd_, POLLOUT, write_timeout);
-      else if (err == SSL_ERROR_WANT_READ)
+      else if (c.err == SSL_ERROR_WANT_READ)
         why = wait_for(fd_, POLLIN, write_timeout);
-      else if (err == SSL_ERROR_SYSCALL && sys_err != 0)
-        return errno_text(sys_err);
+      else if (c.err == SSL_ERROR_SYSCALL && c.sys_err != 0)
+        return errno_text(c.sys_err);
       else
-        return "TLS: "
-               + (detail.empty() ? "error " + std::to_string(err) : detail);
+        return c.failure();
       if (!why.empty())
         return why;
     }

@@ -23,6 +23,10 @@ void set_timeout(int fd, int option, std::chrono::milliseconds t);
 // acknowledging (its machine froze, the link was cut) fails the connection
 // within about ten seconds, writing or idle, instead of never.
 void tune_tcp(int fd);
+// Unix sockets only. A sender may have 4 MiB in flight (net.core.wmem_max
+// permitting) instead of the default ~200 KiB, so a tensor of a few MiB
+// goes in a few wake-ups of the reader, not dozens.
+void tune_unix(int fd);
 // "HOST:PORT" of a TCP peer; "unix:pid N" of a Unix one.
 std::string peer_address(int fd, const sockaddr_storage& sa);
 
