@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -16,7 +17,23 @@
 namespace af::cli {
 namespace {
 
+// The watchdog may fire while main() returns and the statics (spdlog's
+// registry, the census) are destroyed: then it must not touch them. An
+// atexit handler, registered after they were made and so run before they
+// go, marks that moment under `leave_mtx`; exit_now holds the lock from
+// its check until _Exit, so the two never overlap.
+std::mutex leave_mtx;
+bool leaving = false;
+
+void mark_leaving() {
+  std::lock_guard<std::mutex> g(leave_mtx);
+  leaving = true;
+}
+
 [[noreturn]] void exit_now(int rc, const std::string& why) {
+  leave_mtx.lock(); // never unlocked: the process ends here
+  if (leaving)
+    std::_Exit(rc);
   std::fflush(stdout);
   auto alive = census_alive();
   std::fprintf(stderr, "actorflow: %s; exiting with %d\n", why.c_str(), rc);
@@ -37,6 +54,9 @@ void bound_shutdown(int rc, std::chrono::milliseconds limit,
   static std::atomic<bool> armed{false};
   if (armed.exchange(true))
     return;
+  spdlog::default_logger(); // made before mark_leaving is registered
+  census_alive();
+  std::atexit(mark_leaving);
   auto seen = signals.load();
   auto deadline = std::chrono::steady_clock::now() + limit;
   try {
