@@ -39,25 +39,6 @@ trap cleanup EXIT
 run_limited() { local limit=$1; shift
   timeout -k 5 "$limit" "$bin" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null; rc=$?; }
 
-
-
-# No sanitizer report from the run nor from any node; the nodes stop
-# cleanly (exit 0) on SIGTERM. Nodes in "$@" were killed on purpose.
-expect_clean_end() {
-  local n
-  no_sanitizer_reports
-  local started=("${nodes[@]}")
-  stop_nodes 10
-  for n in "${started[@]}"; do
-    [[ " $* " == *" $n "* ]] && continue
-    [ "${node_rc[$n]}" -eq 0 ] || fail "node $n exited with ${node_rc[$n]} on SIGTERM"
-    node_has "$n" "node: stopping"
-    ! grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$tmp/node-$n.err" \
-      || fail "sanitizer report from node $n at exit"
-  done
-}
-
-
 # freeze NAME: SIGSTOP to node NAME; t_stop is when, ended_before how many
 # jobs it had ended by then.
 freeze() {

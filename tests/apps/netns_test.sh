@@ -168,19 +168,6 @@ expect_cut_off_node_ends() {
   { alive "${watcher[$name]}" && alive "${node_pid[$name]}"; } || fail "node $name's process is gone"
 }
 
-# expect_clean_end: every node stops on SIGTERM (exit 0, 'node:
-# stopping'), and neither the run nor any node reported a sanitizer
-# error, at exit included (LeakSanitizer reports then).
-expect_clean_end() {
-  local n started=("${nodes[@]}")
-  stop_nodes 10
-  for n in "${started[@]}"; do
-    [ "${node_rc[$n]}" -eq 0 ] || fail "node $n exited with ${node_rc[$n]} on SIGTERM"
-    node_has "$n" "node: stopping"
-  done
-  no_sanitizer_reports
-}
-
 case $case_name in
   link_cut)
     pick_subnet

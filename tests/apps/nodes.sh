@@ -221,6 +221,24 @@ sys.exit(0 if data > 1e6 and 0 < coord <= 0.01 * data else 1)
 PY
 }
 
+# expect_clean_end [NAME...]: no sanitizer report so far, then every node
+# started here stops cleanly on SIGTERM (exit 0, "node: stopping" in its
+# log, no sanitizer report at exit), except the NAMEs (nodes a test killed
+# or froze on purpose).
+expect_clean_end() {
+  local n
+  no_sanitizer_reports
+  local started=("${nodes[@]}")
+  stop_nodes 10
+  for n in "${started[@]}"; do
+    [[ " $* " == *" $n "* ]] && continue
+    [ "${node_rc[$n]}" -eq 0 ] || fail "node $n exited with ${node_rc[$n]} on SIGTERM"
+    node_has "$n" "node: stopping"
+    ! grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$tmp/node-$n.err" \
+      || fail "sanitizer report from node $n at exit"
+  done
+}
+
 # No sanitizer report in the run's or any node's stderr.
 no_sanitizer_reports() {
   local f

@@ -243,6 +243,20 @@ struct node_fixture : test::fixture {
     REQUIRE(!in(them));
     CHECK(them == sys.node());
   }
+  // Sends sample_items() to the receiver through `peer` (welcomed) and
+  // checks that they arrive whole.
+  void delivers_items(raw_peer& peer) {
+    auto items = sample_items();
+    send_message(peer, sys, receiver.id(), 0, caf::message_id{},
+                 caf::make_message(items));
+    auto fut = got.get_future();
+    REQUIRE(fut.wait_for(std::chrono::seconds{5})
+            == std::future_status::ready);
+    auto arrived = fut.get();
+    REQUIRE(arrived.size() == 1);
+    CHECK(arrived[0].at("x") == items[0].at("x"));
+    CHECK(arrived[0].at("label") == items[0].at("label"));
+  }
   bool nothing_delivered() {
     return got.get_future().wait_for(std::chrono::milliseconds{300})
            == std::future_status::timeout;
@@ -356,15 +370,7 @@ TEST_CASE("a node's data port delivers a hello'd peer's tensors to the "
   REQUIRE(f.plane->port() != 0);
   raw_peer peer{f.plane->port()};
   f.welcomed(peer);
-  auto items = sample_items();
-  send_message(peer, f.sys, f.receiver.id(), 0, caf::message_id{},
-               caf::make_message(items));
-  auto fut = f.got.get_future();
-  REQUIRE(fut.wait_for(std::chrono::seconds{5}) == std::future_status::ready);
-  auto got = fut.get();
-  REQUIRE(got.size() == 1);
-  CHECK(got[0].at("x") == items[0].at("x"));
-  CHECK(got[0].at("label") == items[0].at("label"));
+  f.delivers_items(peer);
   CHECK(eventually([&] { return f.plane->stats().frames_received == 1; }));
   CHECK(f.plane->stats().accepted == 1);
 }
@@ -384,14 +390,7 @@ TEST_CASE("a peer in the node's network namespace reaches its data plane "
     raw_peer peer{name};
     REQUIRE(peer.fd >= 0);
     f.welcomed(peer);
-    auto items = sample_items();
-    send_message(peer, f.sys, f.receiver.id(), 0, caf::message_id{},
-                 caf::make_message(items));
-    auto fut = f.got.get_future();
-    REQUIRE(fut.wait_for(std::chrono::seconds{5}) == std::future_status::ready);
-    auto got = fut.get();
-    REQUIRE(got.size() == 1);
-    CHECK(got[0].at("x") == items[0].at("x"));
+    f.delivers_items(peer);
     CHECK(f.plane->stats().accepted == 1);
   }
   SECTION("local_sockets = false: no Unix socket, the data port only") {
