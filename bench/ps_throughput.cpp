@@ -531,9 +531,11 @@ struct tcp_side {
   }
 };
 
+int finish(child_process& child);
+
 int run_parent(int64_t floats, int rounds, int warmup, int reps,
                size_t threads, uint32_t shards, size_t part_bytes,
-               size_t window, const std::string& plane) {
+               size_t window, const std::string& plane, bool ps_only) {
   std::vector<std::string> args{"ps_throughput", "--serve", "--floats",
                                 std::to_string(floats), "--threads",
                                 std::to_string(threads), "--shards",
@@ -597,6 +599,21 @@ int run_parent(int64_t floats, int rounds, int warmup, int reps,
                 : plane == "data-tcp" ? "the data plane (loopback TCP)"
                                       : "CAF's middleman");
     std::fflush(stdout);
+    if (ps_only) {
+      // For bench/copy_count.sh: the PS traffic alone (parts), nothing
+      // else, so that what a profiler counts is the PS path's; the bytes
+      // it moved, for the per-byte figures.
+      auto total = warmup + reps * rounds;
+      ps.run(total, part_bytes, window);
+      ps.client->leave();
+      std::printf("ps_payload_bytes %llu\n",
+                  static_cast<unsigned long long>(2 * ps.bytes)
+                    * static_cast<unsigned long long>(total));
+      std::fflush(stdout);
+      ::shutdown(tcp.fd, SHUT_RDWR);
+      data_plane::stop(sys);
+      return finish(child);
+    }
     tcp.run(warmup);
     tcp.run_streaming(warmup);
     ps.run(warmup, part_bytes, window);
@@ -640,6 +657,10 @@ int run_parent(int64_t floats, int rounds, int warmup, int reps,
     ::shutdown(tcp.fd, SHUT_RDWR);
     data_plane::stop(sys);
   }
+  return finish(child);
+}
+
+int finish(child_process& child) {
   int status = child.stop();
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::fprintf(stderr, "ps_throughput: the --serve process ended with "
@@ -690,6 +711,11 @@ int main(int argc, char** argv) {
                  "between machines) or caf (CAF's middleman)")
     ->check(CLI::IsMember({"data", "data-tcp", "caf"}))
     ->capture_default_str();
+  bool ps_only = false;
+  app.add_flag("--ps-only", ps_only,
+               "Only the PS push+pull in parts, warmup + reps x rounds "
+               "rounds, then print ps_payload_bytes N (no baselines, no "
+               "table, no check): for profilers (bench/copy_count.sh)");
   app.add_flag("--serve", serve_role,
                "Internal: the child's role (shard and TCP server)");
   CLI11_PARSE(app, argc, argv);
@@ -703,7 +729,7 @@ int main(int argc, char** argv) {
     if (serve_role)
       return serve(floats, threads, shards);
     return run_parent(floats, rounds, warmup, reps, threads, shards,
-                      part_kib << 10, window, plane);
+                      part_kib << 10, window, plane, ps_only);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ps_throughput: %s\n", e.what());
     return 1;

@@ -11,6 +11,9 @@
 #   bench/multi_process/run.sh [ROUNDS] [EPOCHS] [BUILD_DIR] [PREFETCH]
 # (defaults: 3 rounds, 3 epochs, build/release, false; PREFETCH=true lets
 # the trainers pull the next step's parameters while they compute).
+# WIRE=bf16 (or f16) sets training.ps.wire in both placements (default
+# f32). DATA_SOCKET=tcp starts the nodes with --data-socket tcp (loopback
+# TCP between them, as between machines; default auto: a Unix socket).
 # samples/s is reported twice: the trainers' own rates summed (their final
 # log lines, as bench/train_fmnist/run.sh) and the job's samples over its
 # wall time (the run's summary, data loading included).
@@ -23,27 +26,13 @@ rounds=${1:-3}
 epochs=${2:-3}
 build=${3:-$root/build/release}
 prefetch=${4:-false}
+wire=${WIRE:-f32}
+data_socket=${DATA_SOCKET:-auto}
 bin=$build/bin/actorflow
 [ -x "$bin" ] || { echo "no $bin: build the actorflow target first" >&2; exit 2; }
 data=$(dirname "$(dpkg -L dataset-fashion-mnist | grep train-images-idx3)")
 work=$(mktemp -d)
 
-node_pids=()
-stop_nodes() {
-  local p i any
-  for p in "${node_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for ((i = 0; i < 100; ++i)); do
-    any=0
-    for p in "${node_pids[@]}"; do kill -0 "$p" 2>/dev/null && any=1; done
-    [ $any -eq 0 ] && break
-    sleep 0.1
-  done
-  for p in "${node_pids[@]}"; do
-    kill -0 "$p" 2>/dev/null && { echo "node $p ignored SIGTERM: killing it" >&2; kill -KILL "$p" 2>/dev/null || true; }
-  done
-  for p in "${node_pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  node_pids=()
-}
 # KEEP_LOGS=DIR: the last round's outputs and the nodes' logs are copied there.
 cleanup() {
   stop_nodes
@@ -52,30 +41,16 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# start_node NAME: a node on 127.0.0.1, any free port; sets port[NAME].
-declare -A port
-start_node() {
-  local name=$1 line i
-  "$bin" node --listen 127.0.0.1:0 >"$work/$name.out" 2>"$work/$name.err" </dev/null &
-  node_pids+=($!)
-  for ((i = 0; i < 300; ++i)); do
-    line=$(grep -m1 '^actorflow node listening on ' "$work/$name.out" || true)
-    [ -n "$line" ] && break
-    kill -0 "${node_pids[-1]}" 2>/dev/null || { cat "$work/$name.err" >&2; echo "node $name exited" >&2; exit 1; }
-    sleep 0.1
-  done
-  [[ $line =~ :([0-9]+)$ ]] || { echo "node $name did not listen" >&2; exit 1; }
-  port[$name]=${BASH_REMATCH[1]}
-}
+# shellcheck source=nodes.sh
+source "$root/bench/multi_process/nodes.sh"
 
 single=$work/single.pbtxt
 multi=$work/multi.pbtxt
-sed -e "s|@TRAINERS@|2|" -e "s|@PS@|shards: 2|" -e "s|@EPOCHS@|$epochs|" \
+sed -e "s|@TRAINERS@|2|" -e "s|@PS@|shards: 2 wire: \"$wire\"|" -e "s|@EPOCHS@|$epochs|" \
     -e "s|@PREFETCH@|$prefetch|" -e "s|@DATA@|$data|g" "$template" >"$single"
 
-start_node n1; start_node n2; start_node n3
-sed -e 's|@PS@|shards: 2 hosts: ["n3"]|' \
+for n in n1 n2 n3; do start_node $n --data-socket "$data_socket"; done
+sed -e "s|@PS@|shards: 2 hosts: [\"n3\"] wire: \"$wire\"|" \
     -e 's|name: "read" type: "idx_source"|& hosts: ["n1"]|' \
     -e 's|name: "cache" type: "cache"|& hosts: ["n1"]|' \
     -e 's|name: "shuffle" type: "shuffle"|& hosts: ["n1"]|' \
@@ -124,13 +99,13 @@ for ((r = 1; r <= rounds; ++r)); do
   rows+=("$s $m")
 done
 
-python3 - "$epochs" "$prefetch" "${rows[@]}" <<'PY'
+python3 - "$epochs" "$prefetch" "$wire" "$data_socket" "${rows[@]}" <<'PY'
 import statistics, sys
-epochs, prefetch = sys.argv[1], sys.argv[2]
-rows = [list(map(lambda x: float(x) if x != "-" else float("nan"), r.split())) for r in sys.argv[3:]]
+epochs, prefetch, wire, data_socket = sys.argv[1:5]
+rows = [list(map(lambda x: float(x) if x != "-" else float("nan"), r.split())) for r in sys.argv[5:]]
 med = statistics.median
 print(f"MLP 784-256-128-10 (bench/train_fmnist), 2 trainers, unbounded staleness, "
-      f"prefetch {prefetch}, {epochs} epochs; median of {len(rows)} alternating rounds; ratio = median "
+      f"prefetch {prefetch}, wire {wire}, data socket {data_socket}, {epochs} epochs; median of {len(rows)} alternating rounds; ratio = median "
       f"of per-round 3-node / one-process.")
 print()
 print("| placement | trainers' samples/s | job samples/s (wall) | final accuracy |")
