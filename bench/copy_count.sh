@@ -2,11 +2,12 @@
 # bench/copy_count.sh: copies and allocations per pushed byte on the
 # parameter-server path between two processes, counted, not assumed.
 # Runs `ps_throughput --ps-only` (push + pull of a 16 MiB variable in 4 MiB
-# parts, nothing else) once per plane (caf: CAF's middleman, data-tcp: the
+# parts, nothing else) twice per plane, ROUNDS and 2 x ROUNDS rounds, (caf: CAF's middleman, data-tcp: the
 # data plane over loopback TCP, data: the data plane over a Unix socket)
 # (both processes: perf follows the child it spawns) under `perf record`
-# with these events, and prints, per byte of PS payload moved (pushed +
-# pulled):
+# with these events, and prints, per byte of PS payload that the extra
+# ROUNDS rounds moved (pushed + pulled; the start-up is the same in both
+# runs and drops out):
 #   - user-space copies: bytes passed to glibc's memmove/memcpy (uprobes on
 #     its AVX, AVX-512 and EVEX variants, one of which this CPU uses) in
 #     calls of 4 KiB or more;
@@ -64,18 +65,17 @@ for i in "${!events[@]}"; do args+=(-e "${events[$i]}" --filter "${filters[$i]}"
 # buffers, where a pool would reuse old ones).
 args+=(-e page-faults -c 1)
 
-echo "| plane | PS payload | user-space copies (memmove, calls >= 4 KiB) | kernel copies (socket calls >= 4 KiB) | page faults |"
-echo "|---|---|---|---|---|"
-for plane in caf data-tcp data; do
+# measure PLANE ROUNDS: "PAYLOAD COPY KERNEL FAULTS" of one run.
+measure() {
   perf record -q -o "$work/perf.data" "${args[@]}" -- \
-    "$bin" --ps-only --plane "$plane" --rounds "$rounds" --warmup 2 --reps 1 \
+    "$bin" --ps-only --plane "$1" --rounds "$2" --warmup 2 --reps 1 \
     >"$work/out" 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
+  local payload
   payload=$(sed -n 's/^ps_payload_bytes \([0-9]*\)$/\1/p' "$work/out")
   [ -n "$payload" ] || { cat "$work/out" "$work/err" >&2; exit 1; }
   perf script -i "$work/perf.data" -F comm,event,trace 2>/dev/null \
     | python3 -c '
 import re, sys
-payload = int(sys.argv[1]); plane = sys.argv[2]
 copy = kern = faults = 0
 for line in sys.stdin:
     if "page-faults" in line:
@@ -88,7 +88,24 @@ for line in sys.stdin:
     m = re.search(r"syscalls:sys_exit_\w+:\s+(0x[0-9a-f]+|\d+)", line)
     if m:
         kern += int(m.group(1), 0)
+print(sys.argv[1], copy, kern, faults)
+' "$payload"
+}
+
+# Each plane twice, ROUNDS and 2 x ROUNDS rounds: the differences are what
+# the extra rounds cost, without the start (the model's initial values,
+# the connections, the warm-up), which is the same in both.
+echo "| plane | PS payload (the extra rounds) | user-space copies (memmove, calls >= 4 KiB) | kernel copies (socket calls >= 4 KiB) | page faults |"
+echo "|---|---|---|---|---|"
+for plane in caf data-tcp data; do
+  one=$(measure "$plane" "$rounds")
+  two=$(measure "$plane" $((2 * rounds)))
+  python3 - "$plane" $one $two <<'PY'
+import sys
+plane = sys.argv[1]
+a = list(map(int, sys.argv[2:6])); b = list(map(int, sys.argv[6:10]))
+payload, copy, kern, faults = (y - x for x, y in zip(a, b))
 mib = payload / (1 << 20)
 print(f"| {plane} | {mib:,.0f} MiB | {copy / payload:.2f} B per byte | {kern / payload:.2f} B per byte | {faults / mib:.1f} per MiB |")
-' "$payload" "$plane"
+PY
 done
