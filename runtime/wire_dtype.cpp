@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include <Eigen/Core>
+#include <cpuid.h>
 #include <immintrin.h>
 
 namespace af {
@@ -125,9 +126,14 @@ __attribute__((target("avx,f16c"))) void widen_f16_f16c(const uint16_t* src,
     dst[i] = static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(src[i]));
 }
 
+// (clang 14's __builtin_cpu_supports knows no "f16c": CPUID's bit, on top
+// of the AVX check, which includes the OS's saving of the AVX registers.)
 bool has_f16c() {
-  static const bool yes =
-    __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) != 0
+           && (c & bit_F16C) != 0;
+  }();
   return yes;
 }
 

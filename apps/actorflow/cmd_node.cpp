@@ -109,6 +109,16 @@ int cmd_node(const node_args& args, const registry& reg) {
   bound_shutdown(exit_ok, shutdown_limit(args.shutdown_timeout_s),
                  signals_received);
   await_exits(shutdown_limit(args.shutdown_timeout_s));
+  // What the data port saw over the node's life, refusals included (each
+  // was logged when it happened, with the peer's address and the cause).
+  if (auto plane = data_plane::of(sys)) {
+    auto s = plane->stats();
+    spdlog::info("node: data plane: {} connections accepted, {} dialed ({} "
+                 "over a Unix socket), {} refused (hello or TLS), {} broken "
+                 "(bad frames), {} frames in, {} out",
+                 s.accepted, s.dialed, s.local, s.refused, s.broken,
+                 s.frames_received, s.frames_sent);
+  }
   data_plane::stop(sys);
   stall_if_asked(sys);
   return exit_ok;

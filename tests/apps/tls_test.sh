@@ -262,6 +262,8 @@ PY
     expect_rc 0
     expect_out "job 'tls-ctr' finished"
     expect_alive_clean_end
+    # The three refusals, counted.
+    node_has w1 "node: data plane: [0-9]* connections accepted, .*, 3 refused (hello or TLS), 0 broken"
     ;;
   plain_to_tls)
     start_node w1 127.0.0.1:0 "${tls_node[@]}"
