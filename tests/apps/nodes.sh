@@ -117,14 +117,18 @@ start_job() {
     || fail "$(basename "$file") has no '$pattern' within 30 s of the start"
 }
 
-# fault_free_run: runs "$topo" (the multi-killed job, data/
-# multi_killed.pbtxt.in) without a fault: it finishes, loses no replica,
-# and its AUC, clean_auc, is near the planted model's; then every node
-# ended the job.
+# fault_free_run [LIMIT [ARG...]]: runs "$topo" (the multi-killed job,
+# data/multi_killed.pbtxt.in) without a fault, within LIMIT seconds
+# (default 60), with the ARGs added to `actorflow run`: it finishes, loses
+# no replica, and its AUC, clean_auc, is near the planted model's; then
+# every node ended the job.
 fault_free_run() {
-  local n
-  timeout -k 5 60 "$bin" run "$topo" --no-progress >"$tmp/out" 2>"$tmp/err" </dev/null
+  local n limit=${1:-60} t0
+  shift || true
+  t0=$(date +%s.%N)
+  timeout -k 5 "$limit" "$bin" run "$topo" --no-progress "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
   rc=$?
+  echo "the fault-free run took $(since "$t0") s"
   expect_rc 0
   expect_out "job 'multi-killed' finished"
   ! grep -q 'replica lost' "$tmp/out" || fail "a replica was lost without a fault"

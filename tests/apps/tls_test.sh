@@ -157,6 +157,22 @@ expect_files_refused() {
   cat "$tmp/err"
 }
 
+# expect_foreign_refused PORT WHAT: a raw TLS client on 127.0.0.1:PORT
+# that trusts the cluster's CA is refused with a certificate of the rogue
+# CA, and without any certificate. (-ign_eof: wait for the verdict, which
+# TLS 1.3 sends after the client's side of the handshake is done.)
+expect_foreign_refused() {
+  timeout 20 openssl s_client -ign_eof -connect "127.0.0.1:$1" \
+    -CAfile "$pki/ca.pem" -cert "$pki/evil.pem" -key "$pki/evil.key" \
+    </dev/null >"$tmp/s_client" 2>&1
+  grep -aq 'alert unknown ca' "$tmp/s_client" \
+    || { cat "$tmp/s_client"; fail "$2 did not refuse a certificate of another CA"; }
+  timeout 20 openssl s_client -ign_eof -connect "127.0.0.1:$1" \
+    -CAfile "$pki/ca.pem" </dev/null >"$tmp/s_client" 2>&1
+  grep -aq 'alert certificate required' "$tmp/s_client" \
+    || { cat "$tmp/s_client"; fail "$2 did not refuse a client without a certificate"; }
+}
+
 # Every node still running, then stopped cleanly by SIGTERM.
 expect_alive_clean_end() {
   local n
@@ -187,18 +203,7 @@ case $case_name in
     # A raw TLS client with the rogue certificate that trusts the cluster's
     # CA (our own check would stop actorflow from even trying): the node
     # itself refuses the certificate.
-    # (-ign_eof: wait for the node's verdict, which TLS 1.3 sends after the
-    # client's side of the handshake is done.)
-    timeout 20 openssl s_client -ign_eof -connect "127.0.0.1:${port[w1]}" \
-      -CAfile "$pki/ca.pem" -cert "$pki/evil.pem" -key "$pki/evil.key" \
-      </dev/null >"$tmp/s_client" 2>&1
-    grep -aq 'alert unknown ca' "$tmp/s_client" \
-      || { cat "$tmp/s_client"; fail "the node did not refuse a certificate of another CA"; }
-    # And one without any certificate.
-    timeout 20 openssl s_client -ign_eof -connect "127.0.0.1:${port[w1]}" \
-      -CAfile "$pki/ca.pem" </dev/null >"$tmp/s_client" 2>&1
-    grep -aq 'alert certificate required' "$tmp/s_client" \
-      || { cat "$tmp/s_client"; fail "the node did not refuse a client without a certificate"; }
+    expect_foreign_refused "${port[w1]}" "the node"
     ! grep -q 'node: started' "$tmp/node-w1.err" || fail "the node started actors for a refused peer"
     # The node still serves a coordinator with the right certificate.
     alive "${node_pid[w1]}" || fail "node w1 is gone after the refusals"
@@ -246,15 +251,7 @@ PY
     wait_log w1 "data plane: closed the connection from 127\.0\.0\.1:[0-9]*: TLS handshake failed: the peer does not speak TLS" 10
     # A certificate of another CA, and none at all, are refused as on the
     # node's CAF port.
-    timeout 20 openssl s_client -ign_eof -connect "127.0.0.1:$dport" \
-      -CAfile "$pki/ca.pem" -cert "$pki/evil.pem" -key "$pki/evil.key" \
-      </dev/null >"$tmp/s_client" 2>&1
-    grep -aq 'alert unknown ca' "$tmp/s_client" \
-      || { cat "$tmp/s_client"; fail "the data port did not refuse a certificate of another CA"; }
-    timeout 20 openssl s_client -ign_eof -connect "127.0.0.1:$dport" \
-      -CAfile "$pki/ca.pem" </dev/null >"$tmp/s_client" 2>&1
-    grep -aq 'alert certificate required' "$tmp/s_client" \
-      || { cat "$tmp/s_client"; fail "the data port did not refuse a client without a certificate"; }
+    expect_foreign_refused "$dport" "the data port"
     wait_log w1 "TLS handshake failed: the peer's certificate: unable to get local issuer certificate" 10
     grep "data plane: closed the connection from" "$tmp/node-w1.err"
     # The node's data port still serves the job's peers.
