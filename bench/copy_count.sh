@@ -67,7 +67,7 @@ args+=(-e page-faults -c 1)
 
 # measure PLANE ROUNDS: "PAYLOAD COPY KERNEL FAULTS" of one run.
 measure() {
-  perf record -q -o "$work/perf.data" "${args[@]}" -- \
+  timeout -k 5 600 perf record -q -o "$work/perf.data" "${args[@]}" -- \
     "$bin" --ps-only --plane "$1" --rounds "$2" --warmup 2 --reps 1 \
     >"$work/out" 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
   local payload

@@ -83,20 +83,25 @@ void plane_impl::listen() {
 // seen only by processes in the same network namespace (as its loopback
 // address is) and leaves no file behind. The node id names the machine
 // and the process.
-std::string unix_name(const caf::node_id& node) {
-  return std::string(1, '\0') + "actorflow-data/" + caf::to_string(node);
+// Its address; false when the name does not fit (it always does: a node
+// id is about 50 characters).
+bool unix_address(const caf::node_id& node, sockaddr_un& sa, socklen_t& len) {
+  auto name = std::string(1, '\0') + "actorflow-data/" + caf::to_string(node);
+  sa = sockaddr_un{};
+  sa.sun_family = AF_UNIX;
+  if (name.size() > sizeof sa.sun_path)
+    return false;
+  std::memcpy(sa.sun_path, name.data(), name.size());
+  len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
+  return true;
 }
 
 void plane_impl::listen_unix() {
-  auto name = unix_name(sys_.node());
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  if (name.size() > sizeof sa.sun_path)
+  sockaddr_un sa;
+  socklen_t len = 0;
+  if (!unix_address(sys_.node(), sa, len))
     return;
-  std::memcpy(sa.sun_path, name.data(), name.size());
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  auto len =
-    static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
   if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0
       || ::listen(fd, 128) != 0) {
     spdlog::warn("data plane: no Unix socket for peers on this machine "
@@ -207,15 +212,11 @@ std::shared_ptr<connection> plane_impl::link_to(const caf::node_id& node,
 }
 
 int plane_impl::connect_unix(const caf::node_id& node) {
-  auto name = unix_name(node);
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  if (name.size() > sizeof sa.sun_path)
+  sockaddr_un sa;
+  socklen_t len = 0;
+  if (!unix_address(node, sa, len))
     return -1;
-  std::memcpy(sa.sun_path, name.data(), name.size());
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  auto len =
-    static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
   if (fd < 0)
     return -1;
   tune_unix(fd);

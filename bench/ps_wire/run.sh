@@ -39,7 +39,7 @@ for ((r = 1; r <= rounds; ++r)); do
   for example in fmnist_mlp ctr_embedding; do
     for wire in f32 bf16 f16; do
       topo=$(topology "$example" "$wire")
-      "$bin" run "$topo" --no-progress --report-json "$work/report.json" \
+      timeout -k 5 900 "$bin" run "$topo" --no-progress --report-json "$work/report.json" \
         >"$work/out" 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
       score=$(sed -n 's/^  test (step [0-9]*): loss [0-9.]*, \(accuracy\|AUC\) \([0-9.]*\).*/\2/p' "$work/out")
       rate=$(sed -n 's/^  training: .* \([0-9]*\) samples\/s.*/\1/p' "$work/out")
