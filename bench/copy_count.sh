@@ -3,7 +3,8 @@
 # parameter-server path between two processes, counted, not assumed.
 # Runs `ps_throughput --ps-only` (push + pull of a 16 MiB variable in 4 MiB
 # parts, nothing else) twice per plane, ROUNDS and 2 x ROUNDS rounds, (caf: CAF's middleman, data-tcp: the
-# data plane over loopback TCP, data: the data plane over a Unix socket)
+# data plane over loopback TCP, data-unix: the data plane over a Unix
+# socket, data: the same with the tensors in shared memory)
 # (both processes: perf follows the child it spawns) under `perf record`
 # with these events, and prints, per byte of PS payload that the extra
 # ROUNDS rounds moved (pushed + pulled; the start-up is the same in both
@@ -97,7 +98,7 @@ print(sys.argv[1], copy, kern, faults)
 # the connections, the warm-up), which is the same in both.
 echo "| plane | PS payload (the extra rounds) | user-space copies (memmove, calls >= 4 KiB) | kernel copies (socket calls >= 4 KiB) | page faults |"
 echo "|---|---|---|---|---|"
-for plane in caf data-tcp data; do
+for plane in caf data-tcp data-unix data; do
   one=$(measure "$plane" "$rounds")
   two=$(measure "$plane" $((2 * rounds)))
   python3 - "$plane" $one $two <<'PY'

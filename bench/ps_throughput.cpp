@@ -19,7 +19,9 @@
 //     and once with one message per shard; with --plane data (the
 //     default) the client reaches the shard on the data plane, as a job's
 //     trainers do: on the child's Unix socket, as between two processes in
-//     one network namespace of one machine; with --plane data-tcp on the
+//     one network namespace of one machine, with the tensors in memory the
+//     two share; with --plane data-unix the same without shared memory (the
+//     tensors through the socket); with --plane data-tcp on the
 //     data plane over loopback TCP, as between machines; with --plane caf
 //     through CAF's middleman (before issue 17, every job's path);
 //   - TCP: sends the same bytes and reads them back, --rounds times, store
@@ -198,7 +200,8 @@ void tcp_serve(int listener) {
   ::close(fd);
 }
 
-int serve(int64_t floats, size_t threads, uint32_t shards) {
+int serve(int64_t floats, size_t threads, uint32_t shards,
+          const std::string& plane) {
   // Ends with the parent even if the parent could not close our stdin.
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
   auto spec = make_spec(floats, shards);
@@ -231,9 +234,11 @@ int serve(int64_t floats, size_t threads, uint32_t shards) {
   std::thread tcp{tcp_serve, listener};
   data_plane::options dp;
   dp.listen_host = "127.0.0.1";
-  auto plane = data_plane::start(sys, dp);
+  if (plane != "data")
+    dp.shared_memory = 0;
+  auto data = data_plane::start(sys, dp);
   auto secret = make_job_secret();
-  plane->accept_secret(secret);
+  data->accept_secret(secret);
   std::string hex;
   for (unsigned char c : secret) {
     char b[3];
@@ -242,7 +247,7 @@ int serve(int64_t floats, size_t threads, uint32_t shards) {
   }
   std::printf("tcp_port %u ps_ports %s data_port %u secret %s\n",
               static_cast<unsigned>(tcp_port), ports.c_str(),
-              static_cast<unsigned>(plane->port()), hex.c_str());
+              static_cast<unsigned>(data->port()), hex.c_str());
   std::fflush(stdout);
   // Until the parent closes our stdin (or dies).
   char c;
@@ -539,7 +544,7 @@ int run_parent(int64_t floats, int rounds, int warmup, int reps,
   std::vector<std::string> args{"ps_throughput", "--serve", "--floats",
                                 std::to_string(floats), "--threads",
                                 std::to_string(threads), "--shards",
-                                std::to_string(shards)};
+                                std::to_string(shards), "--plane", plane};
   child_process child{args};
   int tcp_port = 0;
   int data_port = 0;
@@ -566,7 +571,7 @@ int run_parent(int64_t floats, int rounds, int warmup, int reps,
         throw std::runtime_error("remote_actor: " + sys.render(shard.error()));
       remote.push_back(*shard);
     }
-    if (plane == "data" || plane == "data-tcp") {
+    if (plane != "caf") {
       data_route r;
       r.node = remote.front().node();
       r.name = "--serve";
@@ -574,12 +579,14 @@ int run_parent(int64_t floats, int rounds, int warmup, int reps,
       r.port = static_cast<uint16_t>(data_port);
       r.secret = secret;
       data_plane::options opts;
-      opts.local_sockets = plane == "data";
+      opts.local_sockets = plane != "data-tcp";
+      if (plane != "data")
+        opts.shared_memory = 0;
       auto dp = data_plane::start(sys, opts);
       dp->add_routes({r});
       if (auto why = dp->probe(r); !why.empty())
         throw std::runtime_error("data plane: " + why);
-      if ((dp->stats().local == 1) != (plane == "data"))
+      if ((dp->stats().local == 1) != (plane != "data-tcp"))
         throw std::runtime_error(
           std::string{"data plane: connected over "}
           + (dp->stats().local == 1 ? "a Unix socket" : "TCP")
@@ -595,9 +602,11 @@ int run_parent(int64_t floats, int rounds, int warmup, int reps,
                 "scheduler, PS over %s\n\n",
                 static_cast<long long>(floats), mib, shards, rounds, warmup,
                 reps, threads,
-                plane == "data"       ? "the data plane (a Unix socket)"
-                : plane == "data-tcp" ? "the data plane (loopback TCP)"
-                                      : "CAF's middleman");
+                plane == "data"
+                  ? "the data plane (shared memory beside a Unix socket)"
+                : plane == "data-unix" ? "the data plane (a Unix socket)"
+                : plane == "data-tcp"  ? "the data plane (loopback TCP)"
+                                       : "CAF's middleman");
     std::fflush(stdout);
     if (ps_only) {
       // For bench/copy_count.sh: the PS traffic alone (parts), nothing
@@ -706,10 +715,12 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   app.add_option("--plane", plane,
                  "How the PS client reaches the shard: data (the data "
-                 "plane, as jobs do; a Unix socket between processes of one "
-                 "machine), data-tcp (the data plane over loopback TCP, as "
-                 "between machines) or caf (CAF's middleman)")
-    ->check(CLI::IsMember({"data", "data-tcp", "caf"}))
+                 "plane, as jobs do: tensors in shared memory beside a Unix "
+                 "socket between processes of one machine), data-unix (the "
+                 "data plane, tensors through the Unix socket), data-tcp "
+                 "(the data plane over loopback TCP, as between machines) "
+                 "or caf (CAF's middleman)")
+    ->check(CLI::IsMember({"data", "data-unix", "data-tcp", "caf"}))
     ->capture_default_str();
   bool ps_only = false;
   app.add_flag("--ps-only", ps_only,
@@ -727,7 +738,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   try {
     if (serve_role)
-      return serve(floats, threads, shards);
+      return serve(floats, threads, shards, plane);
     return run_parent(floats, rounds, warmup, reps, threads, shards,
                       part_kib << 10, window, plane, ps_only);
   } catch (const std::exception& e) {

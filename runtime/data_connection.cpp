@@ -3,6 +3,8 @@
 // their end when it closes (runtime/data_plane_impl.hpp).
 #include "runtime/data_plane_impl.hpp"
 
+#include <optional>
+
 namespace af::data_plane_detail {
 
 // --- connection ----------------------------------------------------------
@@ -31,15 +33,41 @@ bool connection::send(const caf::strong_actor_ptr& sender, uint64_t target,
                   name_, w.descriptor().size());
     return false;
   }
+  // Tensors through shared memory when there is room: one copy here, none
+  // on the other side; the frame carries where they are.
+  std::vector<data_shm::block_ref> refs;
+  std::vector<std::byte> ref_bytes;
+  if (shm_out_ && !w.blocks().empty()) {
+    if (shm_out_->place(w.blocks(), refs)) {
+      h.type = data_frame::kind::shared_message;
+      ref_bytes.resize(refs.size() * data_shm::ref_size);
+      for (size_t i = 0; i < refs.size(); ++i)
+        data_shm::encode(refs[i], ref_bytes.data() + i * data_shm::ref_size);
+      h.payload = ref_bytes.size();
+      plane_.bytes_shared += w.payload();
+    } else {
+      ++plane_.region_full;
+      if (!told_full_.exchange(true))
+        spdlog::info("data plane: {:.1f} MiB of tensors did not fit in the "
+                     "{} MiB of memory shared with {}; such messages go "
+                     "through the socket (actorflow node --data-shm sets "
+                     "the size)",
+                     static_cast<double>(w.payload()) / (1 << 20),
+                     shm_out_->size() >> 20, name_);
+    }
+  }
   std::byte head[data_frame::header_size];
   data_frame::encode(h, head);
   std::vector<iovec> iov;
-  iov.reserve(2 + w.blocks().size());
+  iov.reserve(3 + w.blocks().size());
   iov.push_back(iovec{head, sizeof head});
   if (!w.descriptor().empty())
     iov.push_back(
       iovec{const_cast<char*>(w.descriptor().data()), w.descriptor().size()});
-  iov.insert(iov.end(), w.blocks().begin(), w.blocks().end());
+  if (!ref_bytes.empty())
+    iov.push_back(iovec{ref_bytes.data(), ref_bytes.size()});
+  else
+    iov.insert(iov.end(), w.blocks().begin(), w.blocks().end());
   std::lock_guard<std::mutex> wg(write_mtx_);
   auto key = std::make_pair(from, mid.integer_value());
   {
@@ -96,6 +124,38 @@ bool connection::send_control(data_frame::kind k, uint64_t token) {
   return true;
 }
 
+std::string connection::offer_region() {
+  auto bytes = plane_.opts().shared_memory;
+  if (!unix_ || plane_.tls() != nullptr || bytes == 0)
+    return {};
+  std::string why;
+  auto region = data_shm::outbound::make(bytes, why);
+  if (!region) {
+    // Not fatal: the tensors go through the socket.
+    spdlog::warn("data plane: no shared memory with {} ({}); tensors go "
+                 "through the Unix socket",
+                 name_, why);
+    return {};
+  }
+  std::byte desc[8];
+  uint64_t size = region->size();
+  for (int i = 0; i < 8; ++i)
+    desc[i] = static_cast<std::byte>(size >> (8 * i));
+  data_frame::header h;
+  h.type = data_frame::kind::region;
+  h.descriptor = sizeof desc;
+  std::byte head[data_frame::header_size];
+  data_frame::encode(h, head);
+  std::lock_guard<std::mutex> wg(write_mtx_);
+  if (auto w = io_->write_with_fd({iovec{head, sizeof head},
+                                   iovec{desc, sizeof desc}},
+                                  region->fd());
+      !w.empty())
+    return "cannot hand over the shared memory: " + w;
+  shm_out_ = std::move(region);
+  return {};
+}
+
 bool connection::ping(std::function<void()> done) {
   uint64_t token = 0;
   {
@@ -140,7 +200,7 @@ void connection::run(bool hello_first) {
       return;
     }
     plane_.welcomed(shared_from_this());
-    spdlog::info("data plane: {} connected over {}", name(), io_->kind());
+    spdlog::info("data plane: {} connected over {}", name(), how());
   }
   auto why = read_frames();
   if (why != "closed") {
@@ -196,6 +256,8 @@ std::string connection::take_hello() {
                          iovec{out.data(), out.size()}};
   if (auto why = io_->write_all(iov); !why.empty())
     return "cannot answer the hello: " + why;
+  if (auto why = offer_region(); !why.empty())
+    return why;
   io_->set_read_timeout(std::chrono::milliseconds{0});
   auto host = plane_.name_of(node);
   set_peer(node, host.empty() ? name_ : host + " (" + name_ + ")");
@@ -231,11 +293,17 @@ std::string connection::read_frames() {
       done();
       continue;
     }
-    if (h.type != data_frame::kind::message)
+    if (h.type == data_frame::kind::hello
+        || h.type == data_frame::kind::welcome)
       return "a handshake frame after the handshake";
     desc.resize(h.descriptor);
     if (auto why = io_->read_exact(desc.data(), desc.size()); !why.empty())
       return why;
+    if (h.type == data_frame::kind::region) {
+      if (auto why = map_region(desc); !why.empty())
+        return why;
+      continue;
+    }
     if (auto why = deliver(h, desc); !why.empty())
       return why;
     ++plane_.frames_received;
@@ -253,7 +321,15 @@ std::string connection::deliver(const data_frame::header& h,
       && mid.category() != caf::message_id::urgent_message_category)
     return "a message id of CAF stream category "
            + std::to_string(mid.category());
-  stream_source payload{*io_};
+  if (h.type == data_frame::kind::shared_message && !shm_in_)
+    return "a shared message before any region";
+  stream_source from_stream{*io_};
+  std::optional<shm_source> from_region;
+  if (h.type == data_frame::kind::shared_message)
+    from_region.emplace(*io_, *shm_in_);
+  data_frame::source& payload =
+    from_region ? static_cast<data_frame::source&>(*from_region)
+                : from_stream;
   data_frame::reader in{plane_.sys(), descriptor, payload, h.payload};
   caf::message msg;
   // message::load, not in(msg): CAF 0.17's data_processor::operator()
@@ -290,6 +366,31 @@ std::string connection::deliver(const data_frame::header& h,
   dest->enqueue(
     caf::make_mailbox_element(std::move(from), mid, {}, std::move(msg)),
     nullptr);
+  return {};
+}
+
+std::string connection::map_region(const std::vector<char>& descriptor) {
+  int fd = io_->take_fd();
+  if (shm_in_) {
+    if (fd >= 0)
+      ::close(fd);
+    return "a second region";
+  }
+  if (fd < 0)
+    return "a region without its memfd";
+  if (descriptor.size() != 8) {
+    ::close(fd);
+    return "a region frame of " + std::to_string(descriptor.size())
+           + " descriptor bytes";
+  }
+  uint64_t size = 0;
+  for (size_t i = 0; i < 8; ++i)
+    size |= uint64_t{static_cast<uint8_t>(descriptor[i])} << (8 * i);
+  std::string why;
+  shm_in_ = data_shm::inbound::map(fd, size, why);
+  if (!shm_in_)
+    return why;
+  ++plane_.regions;
   return {};
 }
 

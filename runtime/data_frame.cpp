@@ -57,7 +57,7 @@ std::string decode(const std::byte* in, header& h) {
     return "version " + std::to_string(v) + " (this node speaks "
            + std::to_string(version) + ")";
   auto k = get<uint16_t>(in + 6);
-  if (k < 1 || k > 5)
+  if (k < 1 || k > 7)
     return "unknown frame kind " + std::to_string(k);
   h.type = static_cast<kind>(k);
   h.target = get<uint64_t>(in + 8);
@@ -67,9 +67,12 @@ std::string decode(const std::byte* in, header& h) {
   if (auto r = get<uint32_t>(in + 36); r != 0)
     return "reserved field is " + hex(r);
   h.payload = get<uint64_t>(in + 40);
-  bool control = h.type != kind::message;
+  bool control = h.type != kind::message && h.type != kind::shared_message;
   bool handshake = h.type == kind::hello || h.type == kind::welcome;
-  auto limit = handshake ? max_hello : control ? 0 : max_descriptor;
+  auto limit = handshake            ? max_hello
+               : h.type == kind::region ? uint32_t{8}
+               : control                ? 0
+                                        : max_descriptor;
   if (h.descriptor > limit)
     return "descriptor of " + std::to_string(h.descriptor) + " bytes exceeds "
            + std::to_string(limit);
@@ -105,7 +108,7 @@ reader::reader(caf::actor_system& sys, const std::vector<char>& descriptor,
 }
 
 bool reader::room_for(size_t n) const noexcept {
-  return n < bulk_bytes ? inner_.remaining() >= n : left_ >= n;
+  return n < bulk_bytes ? inner_.remaining() >= n : left_ >= source_.cost(n);
 }
 
 std::string reader::leftover() const {
@@ -117,17 +120,27 @@ std::string reader::leftover() const {
   return {};
 }
 
+std::shared_ptr<const buffer> reader::adopt(size_t n, caf::error& err) {
+  if (n < bulk_bytes || source_.cost(n) > left_)
+    return nullptr; // apply_raw reads it, or says why it cannot
+  auto buf = source_.adopt(n, err);
+  if (buf)
+    left_ -= source_.cost(n);
+  return buf;
+}
+
 caf::error reader::apply_raw(size_t n, void* data) {
   if (n < bulk_bytes)
     return inner_.apply_raw(n, data);
-  if (n > left_)
+  auto cost = source_.cost(n);
+  if (cost > left_)
     return caf::make_error(caf::sec::end_of_stream,
                            "a block of " + std::to_string(n)
                              + " bytes where the payload has "
                              + std::to_string(left_) + " left");
   if (auto err = source_.read(data, n))
     return err;
-  left_ -= n;
+  left_ -= cost;
   return caf::none;
 }
 

@@ -7,7 +7,8 @@
 //   offset size  field
 //   0      4     magic "AFDP" (0x50444641, little-endian like every field)
 //   4      2     version (1)
-//   6      2     kind: 1 hello, 2 welcome, 3 message, 4 ping, 5 pong
+//   6      2     kind: 1 hello, 2 welcome, 3 message, 4 ping, 5 pong,
+//                6 region, 7 shared message
 //   8      8     target actor id (on the receiving node; 0 for hello/welcome)
 //   16     8     sender actor id (on the sending node; 0: anonymous)
 //   24     8     CAF message id (caf::message_id::integer_value); ping
@@ -15,7 +16,8 @@
 //   32     4     descriptor bytes (<= max_descriptor; <= max_hello for
 //                hello and welcome)
 //   36     4     reserved, 0
-//   40     8     payload bytes (<= max_payload; 0 for the other kinds)
+//   40     8     payload bytes (<= max_payload; 0 for the kinds but
+//                message and shared message)
 //
 // A ping is answered with a pong carrying its token once the ping was
 // read: every frame the peer wrote on that connection before it arrived
@@ -32,6 +34,14 @@
 // copied once by the sender's kernel and once by the receiver's, and by
 // nobody else.
 //
+// Shared memory (runtime/data_shm.hpp), on a Unix socket only: a region
+// frame's descriptor is the region's size (u64), and the memfd behind it
+// travels with the frame's bytes (SCM_RIGHTS); each side sends at most
+// one, before any shared message. A shared message is a message whose
+// payload is not the raw blocks but a block_ref (16 bytes: offset, bytes)
+// per raw block, each naming where that block is in the sender's region;
+// the reader's tensors are those blocks, in place.
+//
 // The first frame on a connection is the dialer's hello: its descriptor is
 // the job's secret (a string) and the dialer's caf::node_id. The acceptor
 // answers a hello whose secret it knows with a welcome (its own node_id)
@@ -46,6 +56,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -59,6 +70,10 @@
 #include <caf/error.hpp>
 #include <caf/fwd.hpp>
 #include <caf/serializer.hpp>
+
+namespace af {
+class buffer;
+}
 
 namespace af::data_frame {
 
@@ -76,7 +91,9 @@ enum class kind : uint16_t {
   welcome = 2,
   message = 3,
   ping = 4,
-  pong = 5
+  pong = 5,
+  region = 6,
+  shared_message = 7
 };
 
 struct header {
@@ -182,6 +199,17 @@ class source {
 public:
   virtual ~source() = default;
   virtual caf::error read(void* into, size_t n) = 0;
+  /// The payload bytes a raw block of `n` bytes takes in the frame: `n`,
+  /// or the size of its reference when the bytes are elsewhere.
+  virtual uint64_t cost(size_t n) const { return n; }
+  /// The next raw block, of `n` bytes, as a buffer where it already is
+  /// (shared memory), instead of read() into one; nullptr when this
+  /// source has no such blocks (`err` stays empty) or on an error.
+  virtual std::shared_ptr<const buffer> adopt(size_t n, caf::error& err) {
+    (void) n;
+    (void) err;
+    return nullptr;
+  }
 };
 
 /// A deserializer over a frame's descriptor that reads each raw block of at
@@ -204,6 +232,10 @@ public:
   std::string leftover() const;
 
   caf::error apply_raw(size_t n, void* data) override;
+  /// The next raw block of `n` bytes as the source hands it over in place
+  /// (af::tensor::load asks before it allocates); nullptr when the source
+  /// does not (`err` empty), or when the block is not there (`err` set).
+  std::shared_ptr<const buffer> adopt(size_t n, caf::error& err);
 
 private:
   source& source_;

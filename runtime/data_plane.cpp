@@ -207,7 +207,7 @@ std::shared_ptr<connection> plane_impl::link_to(const caf::node_id& node,
   all_.push_back(c);
   c->start(false);
   spdlog::info("data plane: connected to {} over {}",
-               r.name.empty() ? c->name() : r.name, c->io().kind());
+               r.name.empty() ? c->name() : r.name, c->how());
   return c;
 }
 
@@ -368,6 +368,10 @@ std::shared_ptr<connection> plane_impl::dial(const data_route& r,
   }
   if (node != r.node) {
     why = where + " is another node (" + caf::to_string(node) + ")";
+    return nullptr;
+  }
+  if (auto w = c->offer_region(); !w.empty()) {
+    why = where + ": " + w;
     return nullptr;
   }
   s.set_read_timeout(std::chrono::milliseconds{0});

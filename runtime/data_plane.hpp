@@ -1,6 +1,7 @@
 // The data plane: messages between actors on two nodes go straight from the
 // sending node to the receiving one, on a connection per pair of processes
-// (TCP; a Unix socket between processes in the same network namespace),
+// (TCP; a Unix socket between processes in the same network namespace,
+// with tensors in memory both processes map),
 // instead of through CAF 0.17's BASP, which relays every
 // message between two nodes through the node that connected them (the
 // coordinator's) and copies a tensor's bytes about 8 times on the way
@@ -16,6 +17,11 @@
 // that stand-in tells the receiver when the connection (and so, for it,
 // the sender's node) is lost. Per-sender order holds: one sender's frames
 // to one node go on one connection, read by one thread.
+//
+// Between processes on one Unix socket, the tensors' bytes go through
+// memory the two share instead (runtime/data_shm.hpp): the sender copies
+// them once into its region, the frame names where, and the receiver's
+// tensors are those bytes in place.
 //
 // Who uses it: stage replicas for the items, markers and credit of an
 // edge to a replica on another node (runtime/stage_output.cpp), and PS
@@ -83,6 +89,12 @@ struct data_plane_stats {
   uint64_t bytes_received = 0;
   uint64_t undeliverable = 0; // frames for an actor that is not here
   uint64_t local = 0; // of `dialed`, those over a Unix socket
+  // Shared memory (options::shared_memory): regions of peers mapped, tensor
+  // bytes this process sent through its own regions, and messages whose
+  // tensors went through the socket because the region was full.
+  uint64_t regions = 0;
+  uint64_t bytes_shared = 0;
+  uint64_t region_full = 0;
 };
 
 class data_plane {
@@ -103,6 +115,13 @@ public:
     /// a peer's first, taking it only when it belongs to the peer's
     /// process (SO_PEERCRED). false: TCP only.
     bool local_sockets = true;
+    /// On a Unix socket without TLS, each side sends tensors through a
+    /// region of this many bytes of memory it shares with the peer (a
+    /// memfd): copied once into it, and taken in place by the receiver,
+    /// instead of copied twice by the kernel (runtime/data_shm.hpp). A
+    /// message whose tensors find no room there goes through the socket.
+    /// 0: none.
+    size_t shared_memory = size_t{64} << 20;
   };
 
   /// The data plane of `sys`, started with `opts` if it has none yet (an

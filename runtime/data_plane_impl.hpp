@@ -46,6 +46,7 @@
 
 #include "runtime/data_frame.hpp"
 #include "runtime/data_plane.hpp"
+#include "runtime/data_shm.hpp"
 #include "runtime/data_stream.hpp"
 #include "runtime/failpoint.hpp"
 
@@ -61,6 +62,44 @@ struct stream_source final : data_frame::source {
     if (why.empty())
       return caf::none;
     return caf::make_error(caf::sec::end_of_stream, why);
+  }
+};
+
+// The raw blocks of a shared message: a reference per block in the
+// stream, the bytes in the peer's region.
+struct shm_source final : data_frame::source {
+  stream& in;
+  data_shm::inbound& region;
+  shm_source(stream& s, data_shm::inbound& r) : in(s), region(r) {}
+  uint64_t cost(size_t) const override { return data_shm::ref_size; }
+  caf::error read(void* into, size_t n) override {
+    data_shm::block_ref r;
+    if (auto why = next(r); !why.empty())
+      return caf::make_error(caf::sec::end_of_stream, why);
+    if (auto why = region.copy_out(r, into, n); !why.empty())
+      return caf::make_error(caf::sec::invalid_argument, why);
+    return caf::none;
+  }
+  std::shared_ptr<const buffer> adopt(size_t n, caf::error& err) override {
+    data_shm::block_ref r;
+    if (auto why = next(r); !why.empty()) {
+      err = caf::make_error(caf::sec::end_of_stream, why);
+      return nullptr;
+    }
+    std::string why;
+    auto buf = region.adopt(r, n, why);
+    if (!buf)
+      err = caf::make_error(caf::sec::invalid_argument, why);
+    return buf;
+  }
+
+private:
+  std::string next(data_shm::block_ref& r) {
+    std::byte raw[data_shm::ref_size];
+    auto why = in.read_exact(raw, sizeof raw);
+    if (why.empty())
+      r = data_shm::decode_ref(raw);
+    return why;
   }
 };
 
@@ -108,6 +147,16 @@ public:
   // closed. False (and `done` not kept) when it is closed already.
   bool ping(std::function<void()> done);
 
+  // On a plain Unix socket, once, by the thread that made the handshake,
+  // before any message: makes the region this side sends tensors through
+  // and hands it to the peer. "" (also when there is none to make) or why
+  // the peer cannot be told.
+  std::string offer_region();
+  // "a Unix socket with shared memory", "TLS over TCP", ...: for log lines.
+  std::string how() const {
+    return io_->kind() + (shm_out_ ? " with shared memory" : "");
+  }
+
   void start(bool hello_first);
   // Wakes the reader: it closes the connection.
   void shut() { ::shutdown(fd_, SHUT_RDWR); }
@@ -126,6 +175,7 @@ private:
   std::string read_frames();
   std::string deliver(const data_frame::header& h,
                       const std::vector<char>& descriptor);
+  std::string map_region(const std::vector<char>& descriptor);
   caf::strong_actor_ptr local(caf::actor_id aid);
   void close();
 
@@ -135,6 +185,9 @@ private:
   std::string name_;
   bool dialed_;
   std::unique_ptr<stream> io_;
+  std::unique_ptr<data_shm::outbound> shm_out_; // what this side sends
+  std::shared_ptr<data_shm::inbound> shm_in_;   // what the peer sends
+  std::atomic<bool> told_full_{false}; // logged that a message did not fit
   caf::node_id peer_;
   std::thread reader_;
   std::mutex write_mtx_;
@@ -253,6 +306,9 @@ public:
     s.bytes_received = bytes_received.load();
     s.undeliverable = undeliverable.load();
     s.local = local.load();
+    s.regions = regions.load();
+    s.bytes_shared = bytes_shared.load();
+    s.region_full = region_full.load();
     return s;
   }
 
@@ -280,7 +336,7 @@ public:
 
   std::atomic<uint64_t> accepted{0}, dialed{0}, refused{0}, broken{0},
     frames_sent{0}, frames_received{0}, bytes_sent{0}, bytes_received{0},
-    undeliverable{0}, local{0};
+    undeliverable{0}, local{0}, regions{0}, bytes_shared{0}, region_full{0};
 
 private:
   std::shared_ptr<connection> link_to(const caf::node_id& node,

@@ -93,12 +93,17 @@ public:
   socket_stream(int fd, bool unix_socket) : stream(fd), unix_(unix_socket) {
     set_timeout(fd_, SO_SNDTIMEO, write_timeout);
   }
+  ~socket_stream() override {
+    for (int fd : fds_)
+      ::close(fd);
+  }
 
   std::string read_exact(void* p, size_t n, bool eof_ok) override {
     auto* at = static_cast<char*>(p);
     size_t got = 0;
     while (got < n) {
-      auto r = ::recv(fd_, at + got, n - got, 0);
+      auto r = unix_ ? receive(at + got, n - got)
+                     : ::recv(fd_, at + got, n - got, 0);
       if (r > 0) {
         got += static_cast<size_t>(r);
         continue;
@@ -148,8 +153,70 @@ public:
 
   std::string kind() const override { return unix_ ? "a Unix socket" : "TCP"; }
 
+  std::string write_with_fd(std::vector<iovec> iov, int fd) override {
+    if (!unix_ || iov.empty() || iov[0].iov_len == 0)
+      return stream::write_with_fd(std::move(iov), fd);
+    // The descriptor goes with the first byte; the rest, if the kernel
+    // took only part, goes as usual.
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr mh{};
+    mh.msg_iov = iov.data();
+    mh.msg_iovlen = 1;
+    mh.msg_control = control;
+    mh.msg_controllen = sizeof control;
+    auto* cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+    ssize_t r;
+    do
+      r = ::sendmsg(fd_, &mh, MSG_NOSIGNAL);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0)
+      return r < 0 ? errno_text(errno) : "nothing was written";
+    iov[0].iov_base = static_cast<char*>(iov[0].iov_base) + r;
+    iov[0].iov_len -= static_cast<size_t>(r);
+    return write_all(std::move(iov));
+  }
+
+  int take_fd() override {
+    if (fds_.empty())
+      return -1;
+    int fd = fds_.front();
+    fds_.erase(fds_.begin());
+    return fd;
+  }
+
 private:
+  // recv(2), keeping the file descriptors that come with the bytes.
+  ssize_t receive(char* p, size_t n) {
+    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+    iovec iov{p, n};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = control;
+    mh.msg_controllen = sizeof control;
+    auto r = ::recvmsg(fd_, &mh, MSG_CMSG_CLOEXEC);
+    if (r < 0 || mh.msg_controllen == 0)
+      return r;
+    for (auto* cm = CMSG_FIRSTHDR(&mh); cm != nullptr;
+         cm = CMSG_NXTHDR(&mh, cm)) {
+      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+        continue;
+      auto count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+        fds_.push_back(fd);
+      }
+    }
+    return r;
+  }
+
   bool unix_;
+  std::vector<int> fds_; // came with bytes read, not taken yet
 };
 
 std::string openssl_errors() {

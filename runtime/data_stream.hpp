@@ -50,6 +50,16 @@ public:
   virtual std::string read_exact(void* p, size_t n, bool eof_ok = false) = 0;
   // "" once every byte of `iov` was written; else why not.
   virtual std::string write_all(std::vector<iovec> iov) = 0;
+  // Unix sockets only (plain): writes `iov` with the file descriptor `fd`
+  // attached (SCM_RIGHTS); "" or why not.
+  virtual std::string write_with_fd(std::vector<iovec> iov, int fd) {
+    (void) iov;
+    (void) fd;
+    return "no file descriptors on " + kind();
+  }
+  // The first file descriptor that came with the bytes read so far, now
+  // the caller's; -1 when none came.
+  virtual int take_fd() { return -1; }
   // How long a read may wait for bytes; 0: as long as it takes.
   virtual void set_read_timeout(std::chrono::milliseconds t) = 0;
   // "TCP", "Unix socket", "TLS over TCP", ...: for log lines.

@@ -77,7 +77,13 @@ buffer::buffer(size_t size, bool recycle)
     data_ = static_cast<std::byte*>(::operator new[](size, buffer_alignment));
 }
 
+buffer::buffer(std::byte* data, size_t size, std::shared_ptr<void> owner)
+  : data_(data), size_(size), recycle_(false), owner_(std::move(owner)) {
+}
+
 buffer::~buffer() {
+  if (owner_)
+    return; // owner_ goes with the buffer
   if (data_ != nullptr && !(recycle_ && buffer_pool::give(data_, size_)))
     ::operator delete[](data_, buffer_alignment);
 }
@@ -310,17 +316,30 @@ caf::error tensor::load(caf::deserializer& source) {
     if (bin->remaining() < n)
       return caf::make_error(caf::sec::end_of_stream,
                              "af::tensor: payload truncated");
-  if (auto* frame = dynamic_cast<data_frame::reader*>(&source))
+  auto* frame = dynamic_cast<data_frame::reader*>(&source);
+  if (frame != nullptr)
     if (!frame->room_for(n))
       return caf::make_error(caf::sec::end_of_stream,
                              "af::tensor: payload truncated");
-  // Fixed-shape payloads recur in size (batches, parameter slices and
-  // their parts): their buffers come from the pool, whose pages stay
-  // mapped, instead of fresh ones that fault on every page.
-  auto buf = std::make_shared<buffer>(n, t != dtype::bytes);
-  if (n > 0)
-    if (auto err = source.apply_raw(n, buf->data()))
+  // A frame of the data plane may hand over the bytes where they are
+  // (shared memory: runtime/data_shm.hpp). Otherwise fixed-shape payloads,
+  // which recur in size (batches, parameter slices and their parts), get
+  // buffers from the pool, whose pages stay mapped, instead of fresh ones
+  // that fault on every page.
+  std::shared_ptr<const buffer> buf;
+  if (frame != nullptr) {
+    caf::error err;
+    buf = frame->adopt(n, err);
+    if (err)
       return err;
+  }
+  if (!buf) {
+    auto own = std::make_shared<buffer>(n, t != dtype::bytes);
+    if (n > 0)
+      if (auto err = source.apply_raw(n, own->data()))
+        return err;
+    buf = std::move(own);
+  }
   if (auto err = source.end_sequence())
     return err;
   int64_t count = 1;

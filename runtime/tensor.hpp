@@ -55,6 +55,10 @@ public:
   /// Throws std::bad_alloc. The destructor frees the block (or returns it
   /// to the pool).
   explicit buffer(size_t size, bool recycle = false);
+  /// A block that lives elsewhere (memory shared with another process:
+  /// runtime/data_shm.hpp): `data` (64-byte aligned) stays valid while
+  /// `owner` lives, and the buffer lets go of `owner` when it goes.
+  buffer(std::byte* data, size_t size, std::shared_ptr<void> owner);
   ~buffer();
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
@@ -70,6 +74,7 @@ private:
   std::byte* data_;
   size_t size_;
   bool recycle_;
+  std::shared_ptr<void> owner_; // set: data_ is not ours to free
 };
 
 class tensor {

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/actorflow/options.hpp"
+#include "apps/actorflow/progress.hpp"
 #include "apps/actorflow/shutdown.hpp"
 #include "runtime/data_plane.hpp"
 #include "runtime/node.hpp"
@@ -37,6 +38,7 @@ struct node_args {
   double shutdown_timeout_s = 5;
   int data_port = 0;
   std::string data_socket = "auto";
+  size_t data_shm_mib = 64;
 };
 
 int cmd_node(const node_args& args, const registry& reg) {
@@ -91,6 +93,7 @@ int cmd_node(const node_args& args, const registry& reg) {
     dp.listen_host = addr->host;
     dp.port = static_cast<uint16_t>(args.data_port);
     dp.local_sockets = args.data_socket == "auto";
+    dp.shared_memory = args.data_shm_mib << 20;
     auto plane = data_plane::start(sys, dp);
     spdlog::info("node: data port {}:{}{}", addr->host, plane->port(),
                  args.tls.enabled() ? " (TLS)" : "");
@@ -115,9 +118,13 @@ int cmd_node(const node_args& args, const registry& reg) {
     auto s = plane->stats();
     spdlog::info("node: data plane: {} connections accepted, {} dialed ({} "
                  "over a Unix socket), {} refused (hello or TLS), {} broken "
-                 "(bad frames), {} frames in, {} out",
+                 "(bad frames), {} frames in, {} out; {} sent through "
+                 "shared memory, {} messages through a socket for want of "
+                 "room there",
                  s.accepted, s.dialed, s.local, s.refused, s.broken,
-                 s.frames_received, s.frames_sent);
+                 s.frames_received, s.frames_sent,
+                 human_bytes(static_cast<double>(s.bytes_shared)),
+                 s.region_full);
   }
   data_plane::stop(sys);
   stall_if_asked(sys);
@@ -154,6 +161,14 @@ void add_node(CLI::App& app, const registry& reg,
                  "machine reach its data plane on a Unix socket, faster "
                  "than loopback TCP; tcp: only on the data port")
     ->check(CLI::IsMember({"auto", "tcp"}))
+    ->capture_default_str();
+  node
+    ->add_option("--data-shm", args->data_shm_mib,
+                 "MiB of memory this node shares with each peer process on "
+                 "its Unix socket, per direction, for tensors: copied once "
+                 "into it and read in place, not copied twice through the "
+                 "socket (0: through the socket; not with --tls-*)")
+    ->check(CLI::Range(0, 65536))
     ->capture_default_str();
   add_tls_options(node, args->tls);
   add_shutdown_option(node, args->shutdown_timeout_s);

@@ -554,8 +554,10 @@ EOF
     grep "network:\|through the coordinator" "$tmp/out"
     expect_err "data plane: 3 nodes connected directly"
     for n in w1 w2 w3; do node_has "$n" "data port 127.0.0.1:"; done
-    # Processes of one machine and network namespace: Unix sockets.
-    expect_err "data plane: connected to w1 over a Unix socket"
+    # Processes of one machine and network namespace: Unix sockets, the
+    # tensors in memory the two processes share.
+    expect_err "data plane: connected to w1 over a Unix socket with shared memory"
+    node_has w2 "data plane: connected to w1 over a Unix socket with shared memory"
     ! grep -h "data plane: .* over TCP" "$tmp/err" "$tmp"/node-w*.err \
       || fail "peers on one machine connected over TCP"
     expect_coordinator_share "$tmp/report.json"
@@ -566,6 +568,9 @@ EOF
       "$tmp/local.json" || fail "a job in one process has coordinator_bytes"
     for n in w1 w2 w3; do wait_log "$n" "node: job ended" 15; done
     expect_clean_end
+    # w1 sent the items and the shards' answers through shared memory, and
+    # every message found room there.
+    node_has w1 "[1-9][0-9.]* \?[kMG]\?B sent through shared memory, 0 messages through a socket"
     ;;
   data_link_cut)
     # A data connection that breaks while both nodes live on and stay

@@ -7,6 +7,11 @@
 // back; and a frame that loads with nothing left over must write back to
 // the same payload size and load again.
 //
+// A shared message (its payload block references into the sender's
+// shared memory, runtime/data_shm.hpp) loads against a fresh region in
+// which four blocks were handed over: a reference that names anything else
+// must be refused, never read.
+//
 // AF_FUZZ_WRITE_SEEDS=DIR: writes frames of real messages (items of an
 // edge, a PS push and pull answer, an error) to DIR and exits
 // (tests/fuzz/corpus/README.md).
@@ -14,6 +19,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +31,8 @@
 
 #include "runtime/batch.hpp"
 #include "runtime/data_frame.hpp"
+#include "runtime/data_plane_impl.hpp"
+#include "runtime/data_shm.hpp"
 #include "runtime/ps.hpp"
 #include "runtime/system.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
@@ -105,7 +114,45 @@ void write_seeds(const std::string& dir) {
   af::fuzz::write_file(dir + "/error",
                        frame_of(caf::make_message(
                          caf::make_error(caf::sec::request_receiver_down))));
+  // The items again as a shared message: x's block is the first of the
+  // region the target hands over (region_blocks).
+  auto items = frame_of(caf::make_message(std::vector<af::batch>{b}));
+  frame::header h;
+  frame::decode(reinterpret_cast<const std::byte*>(items.data()), h);
+  h.type = frame::kind::shared_message;
+  h.payload = af::data_shm::ref_size;
+  std::string shared(frame::header_size, '\0');
+  frame::encode(h, reinterpret_cast<std::byte*>(shared.data()));
+  shared.append(items, frame::header_size, h.descriptor);
+  std::byte ref[af::data_shm::ref_size];
+  af::data_shm::encode({2 * af::data_shm::align, 8192}, ref);
+  shared.append(reinterpret_cast<const char*>(ref), sizeof ref);
+  af::fuzz::write_file(dir + "/shared_items", shared);
 }
+
+// A fresh region with blocks of 8192, 4096, 16 and 65536 bytes handed
+// over, mapped as a receiver maps it.
+struct region_blocks {
+  std::unique_ptr<af::data_shm::outbound> out;
+  std::shared_ptr<af::data_shm::inbound> in;
+  region_blocks() {
+    std::string why;
+    out = af::data_shm::outbound::make(af::data_shm::min_region, why);
+    if (!out)
+      std::abort();
+    static std::vector<char> bytes(65536, '\x11');
+    std::vector<iovec> blocks{{bytes.data(), 8192},
+                              {bytes.data(), 4096},
+                              {bytes.data(), 16},
+                              {bytes.data(), 65536}};
+    std::vector<af::data_shm::block_ref> refs;
+    if (!out->place(blocks, refs))
+      std::abort();
+    in = af::data_shm::inbound::map(::dup(out->fd()), out->size(), why);
+    if (!in)
+      std::abort();
+  }
+};
 
 } // namespace
 
@@ -122,7 +169,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   frame::header h;
   auto why = frame::decode(reinterpret_cast<const std::byte*>(data), h);
-  if (!why.empty() || h.type != frame::kind::message)
+  bool shared = h.type == frame::kind::shared_message;
+  if (!why.empty() || (h.type != frame::kind::message && !shared))
     return 0;
   data += frame::header_size;
   size -= frame::header_size;
@@ -135,7 +183,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bytes_source payload;
   payload.p = data + h.descriptor;
   payload.left = size - h.descriptor;
-  frame::reader in{sys(), desc, payload, h.payload};
+  // The references of a shared message come from the stream, as the
+  // node's reader takes them.
+  std::optional<region_blocks> region;
+  std::unique_ptr<af::data_plane_detail::stream> refs_stream;
+  std::optional<af::data_plane_detail::shm_source> refs;
+  int pipe_fds[2] = {-1, -1};
+  if (shared) {
+    region.emplace();
+    // The payload's bytes behind a socket, as on a connection.
+    if (::socketpair(AF_UNIX, SOCK_STREAM, 0, pipe_fds) != 0)
+      std::abort();
+    auto n = std::min<size_t>(payload.left, 60000); // fits its buffer
+    if (n > 0 && ::write(pipe_fds[1], payload.p, n) != static_cast<ssize_t>(n))
+      std::abort();
+    ::close(pipe_fds[1]);
+    refs_stream = af::data_plane_detail::plain_stream(pipe_fds[0], false);
+    refs.emplace(*refs_stream, *region->in);
+  }
+  frame::source& from =
+    shared ? static_cast<frame::source&>(*refs) : payload;
+  frame::reader in{sys(), desc, from, h.payload};
+  struct closer {
+    int fd;
+    ~closer() {
+      if (fd >= 0)
+        ::close(fd);
+    }
+  } close_pipe{pipe_fds[0]};
   caf::message msg;
   // Refused (the node closes the connection): an error, an exception
   // (CAF's own config_value throws on a bad variant index), or bytes left.
@@ -145,9 +220,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const std::exception&) {
     return 0;
   }
-  // Delivered: it writes back to the same payload and loads again.
+  // Delivered: it writes back to the same payload (for a shared message:
+  // a reference per raw block) and loads again.
   frame::writer w{sys()};
-  if (msg.save(w) || w.payload() != h.payload)
+  if (msg.save(w))
+    __builtin_trap();
+  if (shared ? w.blocks().size() * af::data_shm::ref_size != h.payload
+             : w.payload() != h.payload)
     __builtin_trap();
   std::vector<char> again_payload;
   for (auto& b : w.blocks())

@@ -33,6 +33,8 @@
 #include "runtime/batch.hpp"
 #include "runtime/data_frame.hpp"
 #include "runtime/data_plane.hpp"
+#include "runtime/data_shm.hpp"
+#include "runtime/data_stream.hpp"
 #include "tests/support/harness.hpp"
 
 using namespace af;
@@ -185,6 +187,46 @@ void send_message(raw_peer& peer, caf::actor_system& sys, uint64_t target,
   peer.send_frame(h, w.descriptor(), payload_of(w));
 }
 
+// A shared message for actor `target` whose tensors are placed in `region`.
+void send_shared(raw_peer& peer, caf::actor_system& sys, uint64_t target,
+                 data_shm::outbound& region, caf::message msg,
+                 std::vector<data_shm::block_ref>* placed = nullptr) {
+  frame::writer w{sys};
+  REQUIRE(!msg.save(w));
+  std::vector<data_shm::block_ref> refs;
+  REQUIRE(region.place(w.blocks(), refs));
+  if (placed != nullptr)
+    refs = *placed; // what the test makes of them
+  std::vector<char> payload(refs.size() * data_shm::ref_size);
+  for (size_t i = 0; i < refs.size(); ++i)
+    data_shm::encode(refs[i], reinterpret_cast<std::byte*>(payload.data())
+                                + i * data_shm::ref_size);
+  frame::header h;
+  h.type = frame::kind::shared_message;
+  h.target = target;
+  h.descriptor = static_cast<uint32_t>(w.descriptor().size());
+  h.payload = payload.size();
+  peer.send_frame(h, w.descriptor(), payload);
+}
+
+// Hands `region` to the node on the Unix socket of `peer`, as a node does.
+void hand_over(raw_peer& peer, data_shm::outbound& region, bool with_fd) {
+  std::byte head[frame::header_size];
+  frame::header h;
+  h.type = frame::kind::region;
+  h.descriptor = 8;
+  frame::encode(h, head);
+  std::byte size[8];
+  for (int i = 0; i < 8; ++i)
+    size[i] = static_cast<std::byte>(region.size() >> (8 * i));
+  std::vector<iovec> iov{iovec{head, sizeof head}, iovec{size, sizeof size}};
+  auto io = data_plane_detail::plain_stream(peer.fd, true);
+  if (with_fd)
+    REQUIRE(io->write_with_fd(iov, region.fd()).empty());
+  else
+    REQUIRE(io->write_all(iov).empty());
+}
+
 caf::node_id other_node() {
   return caf::make_node_id(4242, "0123456789abcdef0123456789abcdef01234567")
     .value();
@@ -295,8 +337,8 @@ TEST_CASE("a frame's header round-trips and bad headers are named",
   CHECK(bad([](std::byte* p) { p[0] = std::byte{'G'}; }).find("bad magic")
         == 0);
   CHECK(bad([](std::byte* p) { p[4] = std::byte{9}; }).find("version 9") == 0);
-  CHECK(bad([](std::byte* p) { p[6] = std::byte{7}; })
-        == "unknown frame kind 7");
+  CHECK(bad([](std::byte* p) { p[6] = std::byte{8}; })
+        == "unknown frame kind 8");
   // A ping has no descriptor.
   CHECK(bad([](std::byte* p) { p[6] = std::byte{4}; }).find("descriptor of 44")
         == 0);
@@ -411,6 +453,73 @@ TEST_CASE("a peer in the node's network namespace reaches its data plane "
     }
     raw_peer peer{name};
     CHECK(peer.fd == -1);
+  }
+}
+
+TEST_CASE("a peer on the Unix socket sends tensors through memory it "
+          "shares, and the node reads them in place",
+          "[data_plane]") {
+  node_fixture f;
+  raw_peer peer{"actorflow-data/" + caf::to_string(f.sys.node())};
+  REQUIRE(peer.fd >= 0);
+  f.welcomed(peer);
+  // The node hands over its own region right after the welcome.
+  frame::header h;
+  std::vector<char> desc;
+  REQUIRE(peer.read_frame(h, desc));
+  CHECK(h.type == frame::kind::region);
+  REQUIRE(desc.size() == 8);
+  std::string why;
+  auto region = data_shm::outbound::make(data_shm::min_region, why);
+  REQUIRE(region);
+  auto items = sample_items();
+  auto msg = caf::make_message(items);
+  bool refused = true; // the sections below but the first
+  SECTION("tensors arrive whole, over the peer's blocks until they go") {
+    refused = false;
+    hand_over(peer, *region, true);
+    send_shared(peer, f.sys, f.receiver.id(), *region, msg);
+    auto fut = f.got.get_future();
+    REQUIRE(fut.wait_for(std::chrono::seconds{5})
+            == std::future_status::ready);
+    auto arrived = fut.get();
+    REQUIRE(arrived.size() == 1);
+    CHECK(arrived[0].at("x") == items[0].at("x"));
+    CHECK(arrived[0].at("label") == items[0].at("label"));
+    CHECK(f.plane->stats().regions == 1);
+    // The 12,000 bytes of x are the peer's block while the tensor lives.
+    CHECK(region->held() >= 12000);
+    arrived.clear();
+    CHECK(eventually([&] { return region->held() == 0; }));
+    CHECK(f.plane->stats().broken == 0);
+  }
+  SECTION("a shared message before any region") {
+    send_shared(peer, f.sys, f.receiver.id(), *region, msg);
+  }
+  SECTION("a region frame without its memfd") {
+    hand_over(peer, *region, false);
+  }
+  SECTION("a reference outside the region") {
+    hand_over(peer, *region, true);
+    std::vector<data_shm::block_ref> bad{{region->size(), 12000}};
+    send_shared(peer, f.sys, f.receiver.id(), *region, msg, &bad);
+  }
+  SECTION("the same block twice") {
+    hand_over(peer, *region, true);
+    // Two tensors of 12,000 bytes, both named by the first one's block.
+    auto two = caf::make_message(items, items);
+    frame::writer w{f.sys};
+    REQUIRE(!two.save(w));
+    std::vector<data_shm::block_ref> refs;
+    REQUIRE(region->place(w.blocks(), refs));
+    REQUIRE(refs.size() == 2);
+    std::vector<data_shm::block_ref> twice{refs[0], refs[0]};
+    send_shared(peer, f.sys, f.receiver.id(), *region, two, &twice);
+  }
+  if (refused) {
+    CHECK(peer.closed_by_peer());
+    CHECK(f.nothing_delivered());
+    CHECK(eventually([&] { return f.plane->stats().broken == 1; }));
   }
 }
 
