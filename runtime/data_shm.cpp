@@ -172,22 +172,27 @@ bool outbound::place(const std::vector<iovec>& blocks,
         free_.emplace(at + need, len - need);
       got.emplace_back(at, need);
     }
-    for (auto& t : got) {
-      sent_.push_back(t);
-      held_ += t.second;
+    // In use from now on, under the lock: another sender's reclaim() must
+    // not take a block that is in sent_ but not yet marked (it was given
+    // back before, or never used) and hand it out a second time.
+    for (size_t i = 0; i < got.size(); ++i) {
+      auto* h = reinterpret_cast<block_head*>(base_ + got[i].first);
+      h->reserved = 0;
+      h->bytes = blocks[i].iov_len;
+      h->state.store(in_use, std::memory_order_relaxed);
+      sent_.push_back(got[i]);
+      held_ += got[i].second;
     }
   }
   // The blocks are this thread's until their references go out.
   refs.clear();
   for (size_t i = 0; i < blocks.size(); ++i) {
     auto at = got[i].first;
-    auto* h = reinterpret_cast<block_head*>(base_ + at);
-    h->reserved = 0;
-    h->bytes = blocks[i].iov_len;
     std::memcpy(base_ + at + align, blocks[i].iov_base, blocks[i].iov_len);
-    h->state.store(in_use, std::memory_order_release);
     refs.push_back(block_ref{at + align, blocks[i].iov_len});
   }
+  // The bytes before the references (which the socket's write orders too).
+  std::atomic_thread_fence(std::memory_order_release);
   return true;
 }
 
