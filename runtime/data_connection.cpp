@@ -137,10 +137,8 @@ std::string connection::offer_region() {
                  name_, why);
     return {};
   }
-  std::byte desc[8];
-  uint64_t size = region->size();
-  for (int i = 0; i < 8; ++i)
-    desc[i] = static_cast<std::byte>(size >> (8 * i));
+  std::byte desc[data_shm::region_descriptor];
+  data_shm::encode_region(region->size(), desc);
   data_frame::header h;
   h.type = data_frame::kind::region;
   h.descriptor = sizeof desc;
@@ -378,14 +376,13 @@ std::string connection::map_region(const std::vector<char>& descriptor) {
   }
   if (fd < 0)
     return "a region without its memfd";
-  if (descriptor.size() != 8) {
+  if (descriptor.size() != data_shm::region_descriptor) {
     ::close(fd);
     return "a region frame of " + std::to_string(descriptor.size())
            + " descriptor bytes";
   }
-  uint64_t size = 0;
-  for (size_t i = 0; i < 8; ++i)
-    size |= uint64_t{static_cast<uint8_t>(descriptor[i])} << (8 * i);
+  auto size = data_shm::decode_region(
+    reinterpret_cast<const std::byte*>(descriptor.data()));
   std::string why;
   shm_in_ = data_shm::inbound::map(fd, size, why);
   if (!shm_in_)

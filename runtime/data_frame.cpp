@@ -4,6 +4,8 @@
 
 #include <caf/sec.hpp>
 
+#include "runtime/data_shm.hpp"
+
 namespace af::data_frame {
 
 namespace {
@@ -70,7 +72,7 @@ std::string decode(const std::byte* in, header& h) {
   bool control = h.type != kind::message && h.type != kind::shared_message;
   bool handshake = h.type == kind::hello || h.type == kind::welcome;
   auto limit = handshake            ? max_hello
-               : h.type == kind::region ? uint32_t{8}
+               : h.type == kind::region ? uint32_t{data_shm::region_descriptor}
                : control                ? 0
                                         : max_descriptor;
   if (h.descriptor > limit)

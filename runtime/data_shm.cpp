@@ -68,6 +68,14 @@ block_ref decode_ref(const std::byte* in) {
   return block_ref{get64(in), get64(in + 8)};
 }
 
+void encode_region(uint64_t bytes, std::byte* out) {
+  put64(out, bytes);
+}
+
+uint64_t decode_region(const std::byte* in) {
+  return get64(in);
+}
+
 // --- outbound ----------------------------------------------------------------
 
 std::unique_ptr<outbound> outbound::make(size_t bytes, std::string& why) {
@@ -248,7 +256,8 @@ std::string inbound::take(const block_ref& r, size_t n) {
            + " bytes, region of " + std::to_string(size_) + ")";
   };
   if (r.bytes != n)
-    return bad(("where the tensor has " + std::to_string(n) + " bytes").c_str());
+    return bad(
+      ("where the tensor has " + std::to_string(n) + " bytes").c_str());
   if (r.offset % align != 0 || r.offset < 2 * align)
     return bad("not at a block");
   if (r.offset > size_ || r.bytes > size_ - r.offset)

@@ -62,6 +62,10 @@ struct block_ref {
 constexpr size_t ref_size = 16;
 void encode(const block_ref& r, std::byte* out);
 block_ref decode_ref(const std::byte* in);
+/// A region frame's descriptor: the region's bytes (u64, little-endian).
+constexpr size_t region_descriptor = 8;
+void encode_region(uint64_t bytes, std::byte* out);
+uint64_t decode_region(const std::byte* in);
 
 /// The sending side's region.
 class outbound {
@@ -85,14 +89,14 @@ public:
 
 private:
   outbound(int fd, std::byte* base, size_t size);
-  void reclaim(); // under mtx_
+  void reclaim();                        // under mtx_
   void give_back(size_t at, size_t len); // under mtx_: free, merged
 
   int fd_;
   std::byte* base_;
   size_t size_;
   std::mutex mtx_;
-  std::map<size_t, size_t> free_;          // block offset -> length
+  std::map<size_t, size_t> free_;               // block offset -> length
   std::vector<std::pair<size_t, size_t>> sent_; // blocks the receiver has
   size_t held_ = 0;
 };
@@ -102,8 +106,7 @@ class inbound : public std::enable_shared_from_this<inbound> {
 public:
   /// Maps the region behind `fd` (which it closes) of `bytes`, after
   /// checking that it is a memfd sealed at that size; or nullptr and `why`.
-  static std::shared_ptr<inbound> map(int fd, uint64_t bytes,
-                                      std::string& why);
+  static std::shared_ptr<inbound> map(int fd, uint64_t bytes, std::string& why);
   ~inbound();
   inbound(const inbound&) = delete;
   inbound& operator=(const inbound&) = delete;

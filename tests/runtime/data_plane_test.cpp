@@ -214,11 +214,10 @@ void hand_over(raw_peer& peer, data_shm::outbound& region, bool with_fd) {
   std::byte head[frame::header_size];
   frame::header h;
   h.type = frame::kind::region;
-  h.descriptor = 8;
+  h.descriptor = data_shm::region_descriptor;
   frame::encode(h, head);
-  std::byte size[8];
-  for (int i = 0; i < 8; ++i)
-    size[i] = static_cast<std::byte>(region.size() >> (8 * i));
+  std::byte size[data_shm::region_descriptor];
+  data_shm::encode_region(region.size(), size);
   std::vector<iovec> iov{iovec{head, sizeof head}, iovec{size, sizeof size}};
   auto io = data_plane_detail::plain_stream(peer.fd, true);
   if (with_fd)
@@ -468,7 +467,9 @@ TEST_CASE("a peer on the Unix socket sends tensors through memory it "
   std::vector<char> desc;
   REQUIRE(peer.read_frame(h, desc));
   CHECK(h.type == frame::kind::region);
-  REQUIRE(desc.size() == 8);
+  REQUIRE(desc.size() == data_shm::region_descriptor);
+  CHECK(data_shm::decode_region(reinterpret_cast<std::byte*>(desc.data()))
+        == (size_t{64} << 20));
   std::string why;
   auto region = data_shm::outbound::make(data_shm::min_region, why);
   REQUIRE(region);

@@ -93,8 +93,7 @@ TEST_CASE("the receiver's buffer is the sender's block, in place, until it "
   CHECK(p.out->held() == 0);
 }
 
-TEST_CASE("a tensor over a block outlives the sender's region",
-          "[data_shm]") {
+TEST_CASE("a tensor over a block outlives the sender's region", "[data_shm]") {
   pair_fixture p;
   std::vector<std::vector<char>> blocks{pattern(8192, 3)};
   auto refs = p.place(blocks);
@@ -184,8 +183,7 @@ TEST_CASE("a reference that does not name a handed-over block is refused",
   }
 }
 
-TEST_CASE("only a sealed memfd of the announced size is mapped",
-          "[data_shm]") {
+TEST_CASE("only a sealed memfd of the announced size is mapped", "[data_shm]") {
   std::string why;
   SECTION("a memfd that can still shrink") {
     int fd = ::memfd_create("test", MFD_CLOEXEC);
