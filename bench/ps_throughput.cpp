@@ -201,7 +201,7 @@ void tcp_serve(int listener) {
 }
 
 int serve(int64_t floats, size_t threads, uint32_t shards,
-          const std::string& plane) {
+          const std::string& plane, size_t shm_mib) {
   // Ends with the parent even if the parent could not close our stdin.
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
   auto spec = make_spec(floats, shards);
@@ -234,8 +234,7 @@ int serve(int64_t floats, size_t threads, uint32_t shards,
   std::thread tcp{tcp_serve, listener};
   data_plane::options dp;
   dp.listen_host = "127.0.0.1";
-  if (plane != "data")
-    dp.shared_memory = 0;
+  dp.shared_memory = plane == "data" ? shm_mib << 20 : 0;
   auto data = data_plane::start(sys, dp);
   auto secret = make_job_secret();
   data->accept_secret(secret);
@@ -540,11 +539,13 @@ int finish(child_process& child);
 
 int run_parent(int64_t floats, int rounds, int warmup, int reps,
                size_t threads, uint32_t shards, size_t part_bytes,
-               size_t window, const std::string& plane, bool ps_only) {
+               size_t window, const std::string& plane, size_t shm_mib,
+               bool ps_only) {
   std::vector<std::string> args{"ps_throughput", "--serve", "--floats",
                                 std::to_string(floats), "--threads",
                                 std::to_string(threads), "--shards",
-                                std::to_string(shards), "--plane", plane};
+                                std::to_string(shards), "--plane", plane,
+                                "--data-shm", std::to_string(shm_mib)};
   child_process child{args};
   int tcp_port = 0;
   int data_port = 0;
@@ -580,8 +581,7 @@ int run_parent(int64_t floats, int rounds, int warmup, int reps,
       r.secret = secret;
       data_plane::options opts;
       opts.local_sockets = plane != "data-tcp";
-      if (plane != "data")
-        opts.shared_memory = 0;
+      opts.shared_memory = plane == "data" ? shm_mib << 20 : 0;
       auto dp = data_plane::start(sys, opts);
       dp->add_routes({r});
       if (auto why = dp->probe(r); !why.empty())
@@ -649,6 +649,14 @@ int run_parent(int64_t floats, int rounds, int warmup, int reps,
     std::fprintf(stderr, "check: %llu pushes applied once each; pulls in "
                          "parts and in one message agree\n",
                  static_cast<unsigned long long>(ps.step));
+    if (auto dp = data_plane::of(sys)) {
+      auto st = dp->stats();
+      std::printf("data plane, this process: %.1f MiB of tensors sent "
+                  "through shared memory; messages through the socket for "
+                  "want of room there: %llu\n",
+                  static_cast<double>(st.bytes_shared) / (1 << 20),
+                  static_cast<unsigned long long>(st.region_full));
+    }
     std::printf("| transport (2 processes, loopback) | push+pull MB/s "
                 "| vs plain TCP |\n|---|---|---|\n");
     std::printf("| plain TCP socket copy, store and forward | %.0f | 100%% "
@@ -722,6 +730,13 @@ int main(int argc, char** argv) {
                  "or caf (CAF's middleman)")
     ->check(CLI::IsMember({"data", "data-unix", "data-tcp", "caf"}))
     ->capture_default_str();
+  size_t shm_mib = 64;
+  app.add_option("--data-shm", shm_mib,
+                 "With --plane data: MiB of shared memory per direction "
+                 "(actorflow node --data-shm); a message that does not fit "
+                 "goes through the socket")
+    ->check(CLI::Range(1, 65536))
+    ->capture_default_str();
   bool ps_only = false;
   app.add_flag("--ps-only", ps_only,
                "Only the PS push+pull in parts, warmup + reps x rounds "
@@ -738,9 +753,9 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   try {
     if (serve_role)
-      return serve(floats, threads, shards, plane);
+      return serve(floats, threads, shards, plane, shm_mib);
     return run_parent(floats, rounds, warmup, reps, threads, shards,
-                      part_kib << 10, window, plane, ps_only);
+                      part_kib << 10, window, plane, shm_mib, ps_only);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ps_throughput: %s\n", e.what());
     return 1;

@@ -9,8 +9,8 @@
 # so every decoded image (602 KB of f32) crosses between processes on the
 # data plane. Each round runs, alternating on the same nodes:
 #   - one process;
-#   - the two nodes as they connect by default (a Unix socket, as
-#     processes of one machine do);
+#   - the two nodes as they connect by default (a Unix socket with the
+#     tensors in shared memory, as processes of one machine do);
 #   - two more nodes started with --data-socket tcp (loopback TCP, as
 #     between machines).
 # ROUNDS rounds; images/s from each run's summary ("throughput"), and the
@@ -89,11 +89,11 @@ for ((r = 1; r <= rounds; ++r)); do
   s=$(rate single "$single")
   u=$(rate unix "$work/unix.pbtxt")
   t=$(rate tcp "$work/tcp.pbtxt")
-  echo "round $r/$rounds: one process $s, 2 nodes (Unix socket) $u, 2 nodes (TCP) $t images/s" >&2
+  echo "round $r/$rounds: one process $s, 2 nodes (shared memory) $u, 2 nodes (TCP) $t images/s" >&2
   rows+=("$s $u $t")
 done
-grep -q "data plane: connected to a over a Unix socket\|data plane: connected to b over a Unix socket" "$work/unix.err" "$work"/d[12].err \
-  || { echo "the default nodes did not connect over a Unix socket" >&2; exit 1; }
+grep -q "data plane: connected to a over a Unix socket with shared memory\|data plane: connected to b over a Unix socket with shared memory" "$work/unix.err" "$work"/d[12].err \
+  || { echo "the default nodes did not connect over a Unix socket with shared memory" >&2; exit 1; }
 ! grep -q "Unix socket" "$work"/t[12].err "$work/tcp.err" \
   || { echo "the tcp nodes connected over a Unix socket" >&2; exit 1; }
 
@@ -109,6 +109,6 @@ print()
 print("| placement | images/s | vs one process |")
 print("|---|---|---|")
 print(f"| one process | {med(r[0] for r in rows):,.0f} | 1.00 |")
-print(f"| decoders on d1, batcher and sink on d2 (Unix socket) | {med(r[1] for r in rows):,.0f} | {med(r[1] / r[0] for r in rows):.2f} |")
+print(f"| decoders on d1, batcher and sink on d2 (shared memory beside a Unix socket) | {med(r[1] for r in rows):,.0f} | {med(r[1] / r[0] for r in rows):.2f} |")
 print(f"| the same over loopback TCP | {med(r[2] for r in rows):,.0f} | {med(r[2] / r[0] for r in rows):.2f} |")
 PY

@@ -16,6 +16,8 @@
 # TCP between them, as between machines; default auto: a Unix socket).
 # DATA_SHM=MIB starts them with --data-shm MIB (default 64: tensors
 # between them in shared memory; 0: through the Unix socket).
+# NODE_THREADS="1 2 1" starts n1, n2 and n3 with --threads 1, 2 and 1
+# (default: each as many scheduler threads as the machine has cores).
 # samples/s is reported twice: the trainers' own rates summed (their final
 # log lines, as bench/train_fmnist/run.sh) and the job's samples over its
 # wall time (the run's summary, data loading included).
@@ -31,6 +33,7 @@ prefetch=${4:-false}
 wire=${WIRE:-f32}
 data_socket=${DATA_SOCKET:-auto}
 data_shm=${DATA_SHM:-64}
+read -r -a node_threads <<<"${NODE_THREADS:-}"
 bin=$build/bin/actorflow
 [ -x "$bin" ] || { echo "no $bin: build the actorflow target first" >&2; exit 2; }
 data=$(dirname "$(dpkg -L dataset-fashion-mnist | grep train-images-idx3)")
@@ -52,7 +55,13 @@ multi=$work/multi.pbtxt
 sed -e "s|@TRAINERS@|2|" -e "s|@PS@|shards: 2 wire: \"$wire\"|" -e "s|@EPOCHS@|$epochs|" \
     -e "s|@PREFETCH@|$prefetch|" -e "s|@DATA@|$data|g" "$template" >"$single"
 
-for n in n1 n2 n3; do start_node $n --data-socket "$data_socket" --data-shm "$data_shm"; done
+i=0
+for n in n1 n2 n3; do
+  threads=()
+  [ -n "${node_threads[$i]:-}" ] && threads=(--threads "${node_threads[$i]}")
+  start_node $n --data-socket "$data_socket" --data-shm "$data_shm" "${threads[@]}"
+  i=$((i + 1))
+done
 sed -e "s|@PS@|shards: 2 hosts: [\"n3\"] wire: \"$wire\"|" \
     -e 's|name: "read" type: "idx_source"|& hosts: ["n1"]|' \
     -e 's|name: "cache" type: "cache"|& hosts: ["n1"]|' \
