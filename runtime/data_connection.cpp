@@ -37,7 +37,8 @@ bool connection::send(const caf::strong_actor_ptr& sender, uint64_t target,
   // on the other side; the frame carries where they are.
   std::vector<data_shm::block_ref> refs;
   std::vector<std::byte> ref_bytes;
-  if (shm_out_ && !w.blocks().empty()) {
+  if (shm_out_ && !w.blocks().empty()
+      && shm_ready_.load(std::memory_order_acquire)) {
     if (shm_out_->place(w.blocks(), refs)) {
       h.type = data_frame::kind::shared_message;
       ref_bytes.resize(refs.size() * data_shm::ref_size);
@@ -232,6 +233,10 @@ std::string connection::take_hello() {
   std::vector<char> desc(h.descriptor);
   if (auto why = io_->read_exact(desc.data(), desc.size()); !why.empty())
     return "hello: " + why;
+  if (int fd = io_->take_fd(); fd >= 0) {
+    ::close(fd);
+    return "a file descriptor with the hello";
+  }
   std::string secret;
   caf::node_id node;
   caf::binary_deserializer in{plane_.sys(), desc};
@@ -272,6 +277,17 @@ std::string connection::read_frames() {
     data_frame::header h;
     if (auto why = data_frame::decode(head, h); !why.empty())
       return why;
+    // A file descriptor comes with a region frame's first byte, or never.
+    if (h.type != data_frame::kind::region)
+      if (int fd = io_->take_fd(); fd >= 0) {
+        ::close(fd);
+        return "a file descriptor with a frame that is not a region";
+      }
+    if (h.type == data_frame::kind::region_answer) {
+      if (auto why = region_answered(h.mid == 1); !why.empty())
+        return why;
+      continue;
+    }
     if (h.type == data_frame::kind::ping) {
       if (!send_control(data_frame::kind::pong, h.mid))
         return "cannot answer a ping";
@@ -369,25 +385,49 @@ std::string connection::deliver(const data_frame::header& h,
 
 std::string connection::map_region(const std::vector<char>& descriptor) {
   int fd = io_->take_fd();
-  if (shm_in_) {
+  if (region_seen_) {
     if (fd >= 0)
       ::close(fd);
     return "a second region";
   }
-  if (fd < 0)
-    return "a region without its memfd";
+  region_seen_ = true;
   if (descriptor.size() != data_shm::region_descriptor) {
-    ::close(fd);
+    if (fd >= 0)
+      ::close(fd);
     return "a region frame of " + std::to_string(descriptor.size())
            + " descriptor bytes";
   }
-  auto size = data_shm::decode_region(
-    reinterpret_cast<const std::byte*>(descriptor.data()));
-  std::string why;
-  shm_in_ = data_shm::inbound::map(fd, size, why);
+  // A region this process cannot map (no memfd came: out of file
+  // descriptors; mmap failed; not sealed) is refused, not fatal: the peer
+  // sends its tensors through the socket, as it did before the answer.
+  std::string why = "no memfd came with it";
+  if (fd >= 0)
+    shm_in_ = data_shm::inbound::map(
+      fd,
+      data_shm::decode_region(
+        reinterpret_cast<const std::byte*>(descriptor.data())),
+      why);
   if (!shm_in_)
-    return why;
-  ++plane_.regions;
+    spdlog::warn("data plane: cannot use the memory {} shares ({}); its "
+                 "tensors come through the socket",
+                 name_, why);
+  else
+    ++plane_.regions;
+  if (!send_control(data_frame::kind::region_answer, shm_in_ ? 1 : 0))
+    return "cannot answer a region";
+  return {};
+}
+
+std::string connection::region_answered(bool mapped) {
+  if (!shm_out_ || region_answered_)
+    return "a region answer to no region";
+  region_answered_ = true;
+  if (mapped)
+    shm_ready_.store(true, std::memory_order_release);
+  else
+    spdlog::warn("data plane: {} cannot use the memory this process shares "
+                 "with it; tensors to it go through the socket",
+                 name_);
   return {};
 }
 

@@ -59,7 +59,7 @@ std::string decode(const std::byte* in, header& h) {
     return "version " + std::to_string(v) + " (this node speaks "
            + std::to_string(version) + ")";
   auto k = get<uint16_t>(in + 6);
-  if (k < 1 || k > 7)
+  if (k < 1 || k > 8)
     return "unknown frame kind " + std::to_string(k);
   h.type = static_cast<kind>(k);
   h.target = get<uint64_t>(in + 8);
@@ -110,7 +110,8 @@ reader::reader(caf::actor_system& sys, const std::vector<char>& descriptor,
 }
 
 bool reader::room_for(size_t n) const noexcept {
-  return n < bulk_bytes ? inner_.remaining() >= n : left_ >= source_.cost(n);
+  return n < bulk_bytes ? inner_.remaining() >= n
+                        : left_ >= source_.cost(n) && n <= source_.max_block();
 }
 
 std::string reader::leftover() const {

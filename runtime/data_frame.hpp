@@ -6,15 +6,15 @@
 //
 //   offset size  field
 //   0      4     magic "AFDP" (0x50444641, little-endian like every field)
-//   4      2     version (1)
+//   4      2     version (2; 1 had no shared memory, kinds 6-8)
 //   6      2     kind: 1 hello, 2 welcome, 3 message, 4 ping, 5 pong,
-//                6 region, 7 shared message
+//                6 region, 7 shared message, 8 region answer
 //   8      8     target actor id (on the receiving node; 0 for hello/welcome)
 //   16     8     sender actor id (on the sending node; 0: anonymous)
 //   24     8     CAF message id (caf::message_id::integer_value); ping
-//                and pong: a token
+//                and pong: a token; region answer: 1 mapped, 0 not
 //   32     4     descriptor bytes (<= max_descriptor; <= max_hello for
-//                hello and welcome)
+//                hello and welcome; 8 for a region; 0 for the others)
 //   36     4     reserved, 0
 //   40     8     payload bytes (<= max_payload; 0 for the kinds but
 //                message and shared message)
@@ -36,11 +36,16 @@
 //
 // Shared memory (runtime/data_shm.hpp), on a Unix socket only: a region
 // frame's descriptor is the region's size (u64), and the memfd behind it
-// travels with the frame's bytes (SCM_RIGHTS); each side sends at most
-// one, before any shared message. A shared message is a message whose
-// payload is not the raw blocks but a block_ref (16 bytes: offset, bytes)
-// per raw block, each naming where that block is in the sender's region;
-// the reader's tensors are those blocks, in place.
+// travels with the frame's first byte (SCM_RIGHTS; a file descriptor with
+// any other frame closes the connection). Each side sends at most one,
+// right after the handshake, and the other answers it with a region
+// answer: 1 once it mapped the region, 0 when it cannot (then the tensors
+// keep coming through the socket). A side sends shared messages only after
+// a 1. A shared message is a message whose payload is not the raw blocks
+// but a block_ref (16 bytes: offset, bytes) per raw block, each naming
+// where that block is in the sender's region; the reader's tensors are
+// those blocks, in place (but for dtype::bytes tensors, whose offsets the
+// reader checks and so copies out first).
 //
 // The first frame on a connection is the dialer's hello: its descriptor is
 // the job's secret (a string) and the dialer's caf::node_id. The acceptor
@@ -78,7 +83,7 @@ class buffer;
 namespace af::data_frame {
 
 constexpr uint32_t magic = 0x50444641; // "AFDP"
-constexpr uint16_t version = 1;
+constexpr uint16_t version = 2;
 constexpr size_t header_size = 48;
 /// Raw blocks of at least this many bytes travel in the payload.
 constexpr size_t bulk_bytes = 4096;
@@ -93,7 +98,8 @@ enum class kind : uint16_t {
   ping = 4,
   pong = 5,
   region = 6,
-  shared_message = 7
+  shared_message = 7,
+  region_answer = 8
 };
 
 struct header {
@@ -202,6 +208,9 @@ public:
   /// The payload bytes a raw block of `n` bytes takes in the frame: `n`,
   /// or the size of its reference when the bytes are elsewhere.
   virtual uint64_t cost(size_t n) const { return n; }
+  /// The largest raw block this source can hold (a tensor does not
+  /// allocate more before it reads).
+  virtual uint64_t max_block() const { return max_payload; }
   /// The next raw block, of `n` bytes, as a buffer where it already is
   /// (shared memory), instead of read() into one; nullptr when this
   /// source has no such blocks (`err` stays empty) or on an error.

@@ -72,6 +72,7 @@ struct shm_source final : data_frame::source {
   data_shm::inbound& region;
   shm_source(stream& s, data_shm::inbound& r) : in(s), region(r) {}
   uint64_t cost(size_t) const override { return data_shm::ref_size; }
+  uint64_t max_block() const override { return region.size(); }
   caf::error read(void* into, size_t n) override {
     data_shm::block_ref r;
     if (auto why = next(r); !why.empty())
@@ -175,7 +176,11 @@ private:
   std::string read_frames();
   std::string deliver(const data_frame::header& h,
                       const std::vector<char>& descriptor);
+  // A region frame: maps the peer's region and answers; "" or why the
+  // connection must close.
   std::string map_region(const std::vector<char>& descriptor);
+  // The peer's answer to this side's region.
+  std::string region_answered(bool mapped);
   caf::strong_actor_ptr local(caf::actor_id aid);
   void close();
 
@@ -188,6 +193,9 @@ private:
   std::unique_ptr<data_shm::outbound> shm_out_; // what this side sends
   std::shared_ptr<data_shm::inbound> shm_in_;   // what the peer sends
   std::atomic<bool> told_full_{false}; // logged that a message did not fit
+  std::atomic<bool> shm_ready_{false}; // the peer mapped shm_out_
+  bool region_seen_ = false;           // the reader's: the peer's came
+  bool region_answered_ = false;       // the reader's: the answer to ours
   caf::node_id peer_;
   std::thread reader_;
   std::mutex write_mtx_;

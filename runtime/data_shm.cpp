@@ -27,16 +27,17 @@ struct region_head {
 // processes: lock-free atomics are address-free, so each may map the
 // region where it likes.
 struct alignas(align) block_head {
-  std::atomic<uint32_t> state; // 1: the receiver's; 0: the sender's
+  std::atomic<uint32_t> state; // one of the four below
   uint32_t reserved;
   uint64_t bytes; // of the block's bytes, as sent
 };
 static_assert(sizeof(block_head) == align);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
-constexpr uint32_t given_back = 0;
-constexpr uint32_t in_use = 1; // sent, not yet read by the receiver
-constexpr uint32_t taken = 2;  // read: a tensor is over it
+constexpr uint32_t given_back = 0; // the sender's to allocate
+constexpr uint32_t in_use = 1;     // sent, not yet read by the receiver
+constexpr uint32_t taken = 2;      // read: a tensor is over it
+constexpr uint32_t filling = 3;    // allocated, its bytes being copied
 
 size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
@@ -180,14 +181,14 @@ bool outbound::place(const std::vector<iovec>& blocks,
         free_.emplace(at + need, len - need);
       got.emplace_back(at, need);
     }
-    // In use from now on, under the lock: another sender's reclaim() must
-    // not take a block that is in sent_ but not yet marked (it was given
-    // back before, or never used) and hand it out a second time.
+    // Marked under the lock: another sender's reclaim() must not take a
+    // block that is in sent_ but still says given_back (from its last
+    // use, or never used) and hand it out a second time.
     for (size_t i = 0; i < got.size(); ++i) {
       auto* h = reinterpret_cast<block_head*>(base_ + got[i].first);
       h->reserved = 0;
       h->bytes = blocks[i].iov_len;
-      h->state.store(in_use, std::memory_order_relaxed);
+      h->state.store(filling, std::memory_order_relaxed);
       sent_.push_back(got[i]);
       held_ += got[i].second;
     }
@@ -197,10 +198,12 @@ bool outbound::place(const std::vector<iovec>& blocks,
   for (size_t i = 0; i < blocks.size(); ++i) {
     auto at = got[i].first;
     std::memcpy(base_ + at + align, blocks[i].iov_base, blocks[i].iov_len);
+    // Release: the receiver's take() (acquire) that sees in_use sees the
+    // bytes too.
+    reinterpret_cast<block_head*>(base_ + at)
+      ->state.store(in_use, std::memory_order_release);
     refs.push_back(block_ref{at + align, blocks[i].iov_len});
   }
-  // The bytes before the references (which the socket's write orders too).
-  std::atomic_thread_fence(std::memory_order_release);
   return true;
 }
 

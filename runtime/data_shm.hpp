@@ -16,16 +16,23 @@
 //   64    block: 64-byte block head, then the block's bytes, padded to 64
 //   ...   more blocks
 //
-// A block head's `state` is 1 while the block is the receiver's, set by
-// the sender before it sends the reference; the receiver makes it 2 when
-// it reads the reference (so a block is read once) and 0 when the last
-// tensor over the block is gone. Only the sender allocates: it takes
-// back, before it allocates, every block it sent whose state is 0. A
-// tensor held for long (a cache) only keeps its own block; when the region
-// has no room for a message's tensors they go through the socket as bytes.
+// A block head's `state` is 3 while the sender fills the block and 1 once
+// it is the receiver's (set, with release, before the reference goes
+// out); the receiver makes it 2 when it reads the reference (so a block is
+// read once) and 0 when the last tensor over the block is gone. Only the
+// sender allocates: it takes back, before it allocates, every block it
+// sent whose state is 0. A tensor held for long (a cache) only keeps its
+// own block; when the region has no room for a message's tensors they go
+// through the socket as bytes.
 //
 // A region outlives its connection on the receiving side for as long as a
 // tensor over it lives: a connection that breaks loses no delivered data.
+//
+// Trust: the sender can still write a block the receiver holds. The
+// receiver checks every reference before it takes a block, and copies out
+// the blocks of dtype::bytes tensors (af::tensor::load), whose offsets it
+// checks once and then trusts; the values of other tensors are as
+// trustworthy as the peer, which proved itself with the job's secret.
 #pragma once
 
 #include <atomic>
@@ -116,6 +123,7 @@ public:
   /// name a block of `n` bytes that was handed over.
   std::shared_ptr<const buffer> adopt(const block_ref& r, size_t n,
                                       std::string& why);
+  size_t size() const { return size_; }
   /// Copies the block `r` names to `into` and gives it back.
   std::string copy_out(const block_ref& r, void* into, size_t n);
 

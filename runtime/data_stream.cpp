@@ -94,8 +94,8 @@ public:
     set_timeout(fd_, SO_SNDTIMEO, write_timeout);
   }
   ~socket_stream() override {
-    for (int fd : fds_)
-      ::close(fd);
+    if (passed_ >= 0)
+      ::close(passed_);
   }
 
   std::string read_exact(void* p, size_t n, bool eof_ok) override {
@@ -181,15 +181,15 @@ public:
   }
 
   int take_fd() override {
-    if (fds_.empty())
-      return -1;
-    int fd = fds_.front();
-    fds_.erase(fds_.begin());
+    int fd = passed_;
+    passed_ = -1;
     return fd;
   }
 
 private:
-  // recv(2), keeping the file descriptors that come with the bytes.
+  // recv(2), keeping the first file descriptor that comes with the bytes
+  // until it is taken; any other is closed at once (a peer cannot make
+  // this process hold more than one).
   ssize_t receive(char* p, size_t n) {
     alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
     iovec iov{p, n};
@@ -209,14 +209,17 @@ private:
       for (size_t i = 0; i < count; ++i) {
         int fd;
         std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-        fds_.push_back(fd);
+        if (passed_ < 0)
+          passed_ = fd;
+        else
+          ::close(fd);
       }
     }
     return r;
   }
 
   bool unix_;
-  std::vector<int> fds_; // came with bytes read, not taken yet
+  int passed_ = -1; // came with bytes read, not taken yet
 };
 
 std::string openssl_errors() {

@@ -57,8 +57,9 @@ public:
     (void) fd;
     return "no file descriptors on " + kind();
   }
-  // The first file descriptor that came with the bytes read so far, now
-  // the caller's; -1 when none came.
+  // The file descriptor that came with the bytes read since the last call
+  // (the first, if several came: the others are closed), now the
+  // caller's; -1 when none came.
   virtual int take_fd() { return -1; }
   // How long a read may wait for bytes; 0: as long as it takes.
   virtual void set_read_timeout(std::chrono::milliseconds t) = 0;

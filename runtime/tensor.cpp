@@ -322,12 +322,14 @@ caf::error tensor::load(caf::deserializer& source) {
       return caf::make_error(caf::sec::end_of_stream,
                              "af::tensor: payload truncated");
   // A frame of the data plane may hand over the bytes where they are
-  // (shared memory: runtime/data_shm.hpp). Otherwise fixed-shape payloads,
-  // which recur in size (batches, parameter slices and their parts), get
-  // buffers from the pool, whose pages stay mapped, instead of fresh ones
-  // that fault on every page.
+  // (shared memory: runtime/data_shm.hpp), but for byte strings: their
+  // offsets are checked below and trusted afterwards, and the peer can
+  // still write memory it shares. Otherwise fixed-shape payloads, which
+  // recur in size (batches, parameter slices and their parts), get buffers
+  // from the pool, whose pages stay mapped, instead of fresh ones that
+  // fault on every page.
   std::shared_ptr<const buffer> buf;
-  if (frame != nullptr) {
+  if (frame != nullptr && t != dtype::bytes) {
     caf::error err;
     buf = frame->adopt(n, err);
     if (err)

@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -163,13 +164,17 @@ struct raw_peer {
     desc.resize(h.descriptor);
     return read_bytes(desc.data(), desc.size());
   }
-  // True once the node closed the connection (within 5 s).
+  // True once the node closed the connection (within 5 s), after whatever
+  // it wrote before (a region answer).
   bool closed_by_peer() {
-    char c;
-    pollfd pfd{fd, POLLIN, 0};
-    if (::poll(&pfd, 1, 5000) != 1)
-      return false;
-    return ::recv(fd, &c, 1, 0) <= 0;
+    char buf[256];
+    for (;;) {
+      pollfd pfd{fd, POLLIN, 0};
+      if (::poll(&pfd, 1, 5000) != 1)
+        return false;
+      if (::recv(fd, buf, sizeof buf, 0) <= 0)
+        return true;
+    }
   }
 };
 
@@ -291,6 +296,10 @@ struct node_fixture : test::fixture {
     auto items = sample_items();
     send_message(peer, sys, receiver.id(), 0, caf::message_id{},
                  caf::make_message(items));
+    arrives(items);
+  }
+  // What the receiver got, once it got it, checked against `items`.
+  std::vector<batch> arrives(const std::vector<batch>& items) {
     auto fut = got.get_future();
     REQUIRE(fut.wait_for(std::chrono::seconds{5})
             == std::future_status::ready);
@@ -298,6 +307,7 @@ struct node_fixture : test::fixture {
     REQUIRE(arrived.size() == 1);
     CHECK(arrived[0].at("x") == items[0].at("x"));
     CHECK(arrived[0].at("label") == items[0].at("label"));
+    return arrived;
   }
   bool nothing_delivered() {
     return got.get_future().wait_for(std::chrono::milliseconds{300})
@@ -336,8 +346,8 @@ TEST_CASE("a frame's header round-trips and bad headers are named",
   CHECK(bad([](std::byte* p) { p[0] = std::byte{'G'}; }).find("bad magic")
         == 0);
   CHECK(bad([](std::byte* p) { p[4] = std::byte{9}; }).find("version 9") == 0);
-  CHECK(bad([](std::byte* p) { p[6] = std::byte{8}; })
-        == "unknown frame kind 8");
+  CHECK(bad([](std::byte* p) { p[6] = std::byte{9}; })
+        == "unknown frame kind 9");
   // A ping has no descriptor.
   CHECK(bad([](std::byte* p) { p[6] = std::byte{4}; }).find("descriptor of 44")
         == 0);
@@ -479,14 +489,12 @@ TEST_CASE("a peer on the Unix socket sends tensors through memory it "
   SECTION("tensors arrive whole, over the peer's blocks until they go") {
     refused = false;
     hand_over(peer, *region, true);
+    // The node says that it mapped the region.
+    REQUIRE(peer.read_frame(h, desc));
+    CHECK(h.type == frame::kind::region_answer);
+    CHECK(h.mid == 1);
     send_shared(peer, f.sys, f.receiver.id(), *region, msg);
-    auto fut = f.got.get_future();
-    REQUIRE(fut.wait_for(std::chrono::seconds{5})
-            == std::future_status::ready);
-    auto arrived = fut.get();
-    REQUIRE(arrived.size() == 1);
-    CHECK(arrived[0].at("x") == items[0].at("x"));
-    CHECK(arrived[0].at("label") == items[0].at("label"));
+    auto arrived = f.arrives(items);
     CHECK(f.plane->stats().regions == 1);
     // The 12,000 bytes of x are the peer's block while the tensor lives.
     CHECK(region->held() >= 12000);
@@ -497,8 +505,18 @@ TEST_CASE("a peer on the Unix socket sends tensors through memory it "
   SECTION("a shared message before any region") {
     send_shared(peer, f.sys, f.receiver.id(), *region, msg);
   }
-  SECTION("a region frame without its memfd") {
-    hand_over(peer, *region, false);
+  SECTION("a second region") {
+    hand_over(peer, *region, true);
+    hand_over(peer, *region, true);
+  }
+  SECTION("a file descriptor with a frame that is not a region") {
+    auto io = data_plane_detail::plain_stream(peer.fd, true);
+    std::byte head[frame::header_size];
+    frame::header ping;
+    ping.type = frame::kind::ping;
+    frame::encode(ping, head);
+    REQUIRE(io->write_with_fd({iovec{head, sizeof head}}, region->fd())
+              .empty());
   }
   SECTION("a reference outside the region") {
     hand_over(peer, *region, true);
@@ -522,6 +540,50 @@ TEST_CASE("a peer on the Unix socket sends tensors through memory it "
     CHECK(f.nothing_delivered());
     CHECK(eventually([&] { return f.plane->stats().broken == 1; }));
   }
+}
+
+TEST_CASE("a region the node cannot use is refused, and the tensors come "
+          "through the socket",
+          "[data_plane]") {
+  node_fixture f;
+  raw_peer peer{"actorflow-data/" + caf::to_string(f.sys.node())};
+  REQUIRE(peer.fd >= 0);
+  f.welcomed(peer);
+  frame::header h;
+  std::vector<char> desc;
+  REQUIRE(peer.read_frame(h, desc)); // the node's own region
+  REQUIRE(h.type == frame::kind::region);
+  std::string why;
+  auto region = data_shm::outbound::make(data_shm::min_region, why);
+  REQUIRE(region);
+  SECTION("no memfd came with it") {
+    hand_over(peer, *region, false);
+  }
+  SECTION("a memfd that can still shrink") {
+    int fd = ::memfd_create("test", MFD_CLOEXEC);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, data_shm::min_region) == 0);
+    std::byte head[frame::header_size];
+    frame::header r;
+    r.type = frame::kind::region;
+    r.descriptor = data_shm::region_descriptor;
+    frame::encode(r, head);
+    std::byte size[data_shm::region_descriptor];
+    data_shm::encode_region(data_shm::min_region, size);
+    auto io = data_plane_detail::plain_stream(peer.fd, true);
+    CHECK(io->write_with_fd({iovec{head, sizeof head},
+                             iovec{size, sizeof size}},
+                            fd)
+            .empty());
+    ::close(fd);
+  }
+  REQUIRE(peer.read_frame(h, desc));
+  CHECK(h.type == frame::kind::region_answer);
+  CHECK(h.mid == 0);
+  CHECK(f.plane->stats().regions == 0);
+  // The connection goes on, the tensors in the frames.
+  f.delivers_items(peer);
+  CHECK(f.plane->stats().broken == 0);
 }
 
 TEST_CASE("a request through the data port is answered on the same "
