@@ -13,6 +13,7 @@
 #include <cstring>
 #include <future>
 #include <limits>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -214,21 +215,25 @@ void send_shared(raw_peer& peer, caf::actor_system& sys, uint64_t target,
   peer.send_frame(h, w.descriptor(), payload);
 }
 
-// Hands `region` to the node on the Unix socket of `peer`, as a node does.
-void hand_over(raw_peer& peer, data_shm::outbound& region, bool with_fd) {
+// A region frame of `bytes` to the node on the Unix socket of `peer`, with
+// the memfd `fd` (none when -1), as a node hands over its region.
+void hand_over(raw_peer& peer, int fd, uint64_t bytes) {
   std::byte head[frame::header_size];
   frame::header h;
   h.type = frame::kind::region;
   h.descriptor = data_shm::region_descriptor;
   frame::encode(h, head);
   std::byte size[data_shm::region_descriptor];
-  data_shm::encode_region(region.size(), size);
+  data_shm::encode_region(bytes, size);
   std::vector<iovec> iov{iovec{head, sizeof head}, iovec{size, sizeof size}};
   auto io = data_plane_detail::plain_stream(peer.fd, true);
-  if (with_fd)
-    REQUIRE(io->write_with_fd(iov, region.fd()).empty());
+  if (fd >= 0)
+    REQUIRE(io->write_with_fd(iov, fd).empty());
   else
     REQUIRE(io->write_all(iov).empty());
+}
+void hand_over(raw_peer& peer, data_shm::outbound& region) {
+  hand_over(peer, region.fd(), region.size());
 }
 
 caf::node_id other_node() {
@@ -312,6 +317,25 @@ struct node_fixture : test::fixture {
   bool nothing_delivered() {
     return got.get_future().wait_for(std::chrono::milliseconds{300})
            == std::future_status::timeout;
+  }
+};
+
+// A node and a peer on its Unix socket, welcomed, that has read the
+// region frame the node sends right after the welcome (`h`, `desc`), and a
+// region of the peer's own, not handed over yet.
+struct unix_peer_fixture : node_fixture {
+  frame::header h;
+  std::vector<char> desc;
+  raw_peer peer{"actorflow-data/" + caf::to_string(sys.node())};
+  std::unique_ptr<data_shm::outbound> region;
+  unix_peer_fixture() {
+    REQUIRE(peer.fd >= 0);
+    welcomed(peer);
+    REQUIRE(peer.read_frame(h, desc));
+    REQUIRE(h.type == frame::kind::region);
+    std::string why;
+    region = data_shm::outbound::make(data_shm::min_region, why);
+    REQUIRE(region);
   }
 };
 
@@ -468,75 +492,64 @@ TEST_CASE("a peer in the node's network namespace reaches its data plane "
 TEST_CASE("a peer on the Unix socket sends tensors through memory it "
           "shares, and the node reads them in place",
           "[data_plane]") {
-  node_fixture f;
-  raw_peer peer{"actorflow-data/" + caf::to_string(f.sys.node())};
-  REQUIRE(peer.fd >= 0);
-  f.welcomed(peer);
-  // The node hands over its own region right after the welcome.
-  frame::header h;
-  std::vector<char> desc;
-  REQUIRE(peer.read_frame(h, desc));
-  CHECK(h.type == frame::kind::region);
-  REQUIRE(desc.size() == data_shm::region_descriptor);
-  CHECK(data_shm::decode_region(reinterpret_cast<std::byte*>(desc.data()))
+  unix_peer_fixture f;
+  REQUIRE(f.desc.size() == data_shm::region_descriptor);
+  CHECK(data_shm::decode_region(reinterpret_cast<std::byte*>(f.desc.data()))
         == (size_t{64} << 20));
-  std::string why;
-  auto region = data_shm::outbound::make(data_shm::min_region, why);
-  REQUIRE(region);
   auto items = sample_items();
   auto msg = caf::make_message(items);
   bool refused = true; // the sections below but the first
   SECTION("tensors arrive whole, over the peer's blocks until they go") {
     refused = false;
-    hand_over(peer, *region, true);
+    hand_over(f.peer, *f.region);
     // The node says that it mapped the region.
-    REQUIRE(peer.read_frame(h, desc));
-    CHECK(h.type == frame::kind::region_answer);
-    CHECK(h.mid == 1);
-    send_shared(peer, f.sys, f.receiver.id(), *region, msg);
+    REQUIRE(f.peer.read_frame(f.h, f.desc));
+    CHECK(f.h.type == frame::kind::region_answer);
+    CHECK(f.h.mid == 1);
+    send_shared(f.peer, f.sys, f.receiver.id(), *f.region, msg);
     auto arrived = f.arrives(items);
     CHECK(f.plane->stats().regions == 1);
     // The 12,000 bytes of x are the peer's block while the tensor lives.
-    CHECK(region->held() >= 12000);
+    CHECK(f.region->held() >= 12000);
     arrived.clear();
-    CHECK(eventually([&] { return region->held() == 0; }));
+    CHECK(eventually([&] { return f.region->held() == 0; }));
     CHECK(f.plane->stats().broken == 0);
   }
   SECTION("a shared message before any region") {
-    send_shared(peer, f.sys, f.receiver.id(), *region, msg);
+    send_shared(f.peer, f.sys, f.receiver.id(), *f.region, msg);
   }
   SECTION("a second region") {
-    hand_over(peer, *region, true);
-    hand_over(peer, *region, true);
+    hand_over(f.peer, *f.region);
+    hand_over(f.peer, *f.region);
   }
   SECTION("a file descriptor with a frame that is not a region") {
-    auto io = data_plane_detail::plain_stream(peer.fd, true);
+    auto io = data_plane_detail::plain_stream(f.peer.fd, true);
     std::byte head[frame::header_size];
     frame::header ping;
     ping.type = frame::kind::ping;
     frame::encode(ping, head);
-    REQUIRE(io->write_with_fd({iovec{head, sizeof head}}, region->fd())
+    REQUIRE(io->write_with_fd({iovec{head, sizeof head}}, f.region->fd())
               .empty());
   }
   SECTION("a reference outside the region") {
-    hand_over(peer, *region, true);
-    std::vector<data_shm::block_ref> bad{{region->size(), 12000}};
-    send_shared(peer, f.sys, f.receiver.id(), *region, msg, &bad);
+    hand_over(f.peer, *f.region);
+    std::vector<data_shm::block_ref> bad{{f.region->size(), 12000}};
+    send_shared(f.peer, f.sys, f.receiver.id(), *f.region, msg, &bad);
   }
   SECTION("the same block twice") {
-    hand_over(peer, *region, true);
+    hand_over(f.peer, *f.region);
     // Two tensors of 12,000 bytes, both named by the first one's block.
     auto two = caf::make_message(items, items);
     frame::writer w{f.sys};
     REQUIRE(!two.save(w));
     std::vector<data_shm::block_ref> refs;
-    REQUIRE(region->place(w.blocks(), refs));
+    REQUIRE(f.region->place(w.blocks(), refs));
     REQUIRE(refs.size() == 2);
     std::vector<data_shm::block_ref> twice{refs[0], refs[0]};
-    send_shared(peer, f.sys, f.receiver.id(), *region, two, &twice);
+    send_shared(f.peer, f.sys, f.receiver.id(), *f.region, two, &twice);
   }
   if (refused) {
-    CHECK(peer.closed_by_peer());
+    CHECK(f.peer.closed_by_peer());
     CHECK(f.nothing_delivered());
     CHECK(eventually([&] { return f.plane->stats().broken == 1; }));
   }
@@ -545,44 +558,23 @@ TEST_CASE("a peer on the Unix socket sends tensors through memory it "
 TEST_CASE("a region the node cannot use is refused, and the tensors come "
           "through the socket",
           "[data_plane]") {
-  node_fixture f;
-  raw_peer peer{"actorflow-data/" + caf::to_string(f.sys.node())};
-  REQUIRE(peer.fd >= 0);
-  f.welcomed(peer);
-  frame::header h;
-  std::vector<char> desc;
-  REQUIRE(peer.read_frame(h, desc)); // the node's own region
-  REQUIRE(h.type == frame::kind::region);
-  std::string why;
-  auto region = data_shm::outbound::make(data_shm::min_region, why);
-  REQUIRE(region);
+  unix_peer_fixture f;
   SECTION("no memfd came with it") {
-    hand_over(peer, *region, false);
+    hand_over(f.peer, -1, f.region->size());
   }
   SECTION("a memfd that can still shrink") {
     int fd = ::memfd_create("test", MFD_CLOEXEC);
     REQUIRE(fd >= 0);
     REQUIRE(::ftruncate(fd, data_shm::min_region) == 0);
-    std::byte head[frame::header_size];
-    frame::header r;
-    r.type = frame::kind::region;
-    r.descriptor = data_shm::region_descriptor;
-    frame::encode(r, head);
-    std::byte size[data_shm::region_descriptor];
-    data_shm::encode_region(data_shm::min_region, size);
-    auto io = data_plane_detail::plain_stream(peer.fd, true);
-    CHECK(io->write_with_fd({iovec{head, sizeof head},
-                             iovec{size, sizeof size}},
-                            fd)
-            .empty());
+    hand_over(f.peer, fd, data_shm::min_region);
     ::close(fd);
   }
-  REQUIRE(peer.read_frame(h, desc));
-  CHECK(h.type == frame::kind::region_answer);
-  CHECK(h.mid == 0);
+  REQUIRE(f.peer.read_frame(f.h, f.desc));
+  CHECK(f.h.type == frame::kind::region_answer);
+  CHECK(f.h.mid == 0);
   CHECK(f.plane->stats().regions == 0);
   // The connection goes on, the tensors in the frames.
-  f.delivers_items(peer);
+  f.delivers_items(f.peer);
   CHECK(f.plane->stats().broken == 0);
 }
 
