@@ -36,6 +36,12 @@ struct shard_actor_state {
   std::string name;
   uint64_t next_ticket = 0;
   std::unordered_map<uint64_t, caf::typed_response_promise<ps_params>> pulls;
+  // The pulls of ps_step requests that wait, with their push's ack.
+  struct step_wait {
+    ps_push_ack ack;
+    caf::typed_response_promise<ps_push_ack, ps_params> rp;
+  };
+  std::unordered_map<uint64_t, step_wait> steps;
   std::unordered_map<uint64_t, caf::typed_response_promise<ps_progress>> waits;
   // Which actor speaks for each worker, and the actors monitored.
   std::map<uint32_t, caf::actor_addr> owner;
@@ -68,11 +74,13 @@ void release(shard_actor self) {
   auto& st = self->state;
   auto r = st.shard->take_released();
   for (auto& [ticket, params] : r.pulls) {
-    auto it = st.pulls.find(ticket);
-    if (it == st.pulls.end())
-      continue;
-    it->second.deliver(std::move(params));
-    st.pulls.erase(it);
+    if (auto it = st.pulls.find(ticket); it != st.pulls.end()) {
+      it->second.deliver(std::move(params));
+      st.pulls.erase(it);
+    } else if (auto at = st.steps.find(ticket); at != st.steps.end()) {
+      at->second.rp.deliver(at->second.ack, std::move(params));
+      st.steps.erase(at);
+    }
   }
   for (auto& [ticket, progress] : r.waits) {
     auto it = st.waits.find(ticket);
@@ -86,6 +94,28 @@ void release(shard_actor self) {
 caf::error invalid(std::string message) {
   spdlog::debug("{}", message);
   return caf::make_error(caf::sec::invalid_argument, std::move(message));
+}
+
+// A push: "" and its `ack`, or what is wrong with it. Gradients that came
+// in 16 bits (Training.ps.wire) are applied in f32, as every update is.
+std::string push(shard_actor self, const ps_push& req, ps_push_ack& ack) {
+  auto& st = self->state;
+  track(self, req.worker, false);
+  std::string err;
+  if (std::any_of(req.grads.begin(), req.grads.end(), [](const ps_slice& g) {
+        return g.values.type() != dtype::f32;
+      })) {
+    auto wide = req;
+    for (auto& g : wide.grads)
+      if (g.values.type() == dtype::bf16 || g.values.type() == dtype::f16)
+        g.values = widen_values(g.values);
+    err = st.shard->push(wide, ack);
+  } else {
+    err = st.shard->push(req, ack);
+  }
+  if (err.empty())
+    release(self);
+  return err;
 }
 
 ps_shard_actor::behavior_type ps_shard_main(shard_actor self,
@@ -122,10 +152,14 @@ ps_shard_actor::behavior_type ps_shard_main(shard_actor self,
     for (auto& [ticket, rp] : st.pulls)
       rp.deliver(caf::make_error(caf::sec::request_receiver_down,
                                  st.name + " is shutting down"));
+    for (auto& [ticket, wait] : st.steps)
+      wait.rp.deliver(caf::make_error(caf::sec::request_receiver_down,
+                                      st.name + " is shutting down"));
     for (auto& [ticket, rp] : st.waits)
       rp.deliver(caf::make_error(caf::sec::request_receiver_down,
                                  st.name + " is shutting down"));
     st.pulls.clear();
+    st.steps.clear();
     st.waits.clear();
     self->quit(std::move(msg.reason));
   });
@@ -178,28 +212,26 @@ ps_shard_actor::behavior_type ps_shard_main(shard_actor self,
       return rp;
     },
     [=](ps_push_atom, const ps_push& req) -> caf::result<ps_push_ack> {
-      auto& st = self->state;
-      track(self, req.worker, false);
       ps_push_ack ack;
-      // Gradients that came in 16 bits (Training.ps.wire) are applied in
-      // f32, as every update is.
-      std::string err;
-      if (std::any_of(req.grads.begin(), req.grads.end(),
-                      [](const ps_slice& g) {
-                        return g.values.type() != dtype::f32;
-                      })) {
-        auto wide = req;
-        for (auto& g : wide.grads)
-          if (g.values.type() == dtype::bf16 || g.values.type() == dtype::f16)
-            g.values = widen_values(g.values);
-        err = st.shard->push(wide, ack);
-      } else {
-        err = st.shard->push(req, ack);
-      }
-      if (!err.empty())
+      if (auto err = push(self, req, ack); !err.empty())
         return invalid(std::move(err));
-      release(self);
       return ack;
+    },
+    [=](ps_step_atom, const ps_push& req,
+        const ps_pull& next) -> caf::result<ps_push_ack, ps_params> {
+      auto& st = self->state;
+      ps_push_ack ack;
+      if (auto err = push(self, req, ack); !err.empty())
+        return invalid(std::move(err));
+      auto ticket = st.next_ticket++;
+      std::optional<ps_params> answer;
+      if (auto err = st.shard->pull(ticket, next, answer); !err.empty())
+        return invalid(std::move(err));
+      if (answer)
+        return {ack, std::move(*answer)};
+      auto rp = self->make_response_promise<ps_push_ack, ps_params>();
+      st.steps.emplace(ticket, shard_actor_state::step_wait{ack, rp});
+      return rp;
     },
     [=](ps_wait_atom, uint64_t steps) -> caf::result<ps_progress> {
       auto& st = self->state;

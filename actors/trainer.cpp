@@ -142,10 +142,8 @@ public:
     auto& last = slots_[1 - next_];
     if (last.full)
       step(last, nullptr);
-    if (prefetched_) {
-      wait_params_s_ += client_->pull_wait(*model_);
-      prefetched_ = false;
-    }
+    if (prefetched_)
+      take_prefetched();
     account(client_->flush());
     client_->pause();
     return steps_;
@@ -214,13 +212,21 @@ private:
                        s.host.label_bytes());
   }
 
+  // The pull sent ahead (with the last push, or before it with prefetch):
+  // its parameters into the model; the time blocked counts as waiting.
+  void take_prefetched() {
+    auto begin = clock_type::now();
+    client_->pull_wait(*model_);
+    wait_params_s_ += seconds_since(begin);
+    prefetched_ = false;
+  }
+
   void step(slot& cur, slot* next) {
     auto clock = steps_;
     if (prefetched_)
-      wait_params_s_ += client_->pull_wait(*model_);
+      take_prefetched();
     else
       wait_params_s_ += client_->pull(*model_, clock, cur.host.rows);
-    prefetched_ = false;
     dev_->wait_uploads(); // cur's data is on the device
     if (next != nullptr)
       upload(*next); // overlaps the step below on CUDA
@@ -245,9 +251,20 @@ private:
         && static_cast<int64_t>(steps_) == cfg_.fail_at_step)
       throw std::runtime_error("fault injection: trainer fails at step "
                                + std::to_string(steps_));
-    auto pushed = client_->push(*model_, steps_,
-                                static_cast<uint64_t>(cur.host.n),
-                                cur.host.rows, cfg_.topk_fraction);
+    // Without prefetch the next step's pull follows this push: it goes
+    // with it (one request per shard each way instead of two).
+    ps_client::push_result pushed;
+    if (next != nullptr && !prefetched_) {
+      pushed = client_->push_then_pull(*model_, steps_,
+                                       static_cast<uint64_t>(cur.host.n),
+                                       cur.host.rows, cfg_.topk_fraction,
+                                       steps_, next->host.rows);
+      prefetched_ = true;
+    } else {
+      pushed = client_->push(*model_, steps_,
+                             static_cast<uint64_t>(cur.host.n), cur.host.rows,
+                             cfg_.topk_fraction);
+    }
     cur.full = false;
     account(pushed);
     if (!pushed.nonfinite.empty()) {

@@ -13,6 +13,12 @@
 //       each step; waits for the staleness bound
 //   client -> shard        (ps_push_atom, ps_push)           -> ps_push_ack
 //       each step; acknowledged at once
+//   client -> shard        (ps_step_atom, ps_push, ps_pull)
+//                                          -> (ps_push_ack, ps_params)
+//       a push and the next step's pull in one request: the push is
+//       handled, then the pull, exactly as the two messages in that order
+//       (an invalid push: its error, and no pull); one message each way
+//       instead of two (ps_client::push_then_pull)
 //   client -> shard        (ps_pause_atom, worker)           -> version
 //       at a checkpoint cut: out of the clocks, not done, until it registers
 //   client -> shard        (ps_done_atom, worker)            -> version
@@ -96,6 +102,7 @@ namespace af {
 using ps_register_atom = caf::atom_constant<caf::atom("ps_reg")>;
 using ps_pull_atom = caf::atom_constant<caf::atom("ps_pull")>;
 using ps_push_atom = caf::atom_constant<caf::atom("ps_push")>;
+using ps_step_atom = caf::atom_constant<caf::atom("ps_step")>;
 using ps_done_atom = caf::atom_constant<caf::atom("ps_done")>;
 using ps_pause_atom = caf::atom_constant<caf::atom("ps_pause")>;
 using ps_wait_atom = caf::atom_constant<caf::atom("ps_wait")>;
@@ -232,6 +239,7 @@ using ps_shard_requests = caf::typed_actor<
   caf::replies_to<ps_register_atom, uint32_t, uint64_t>::with<uint64_t>,
   caf::replies_to<ps_pull_atom, ps_pull>::with<ps_params>,
   caf::replies_to<ps_push_atom, ps_push>::with<ps_push_ack>,
+  caf::replies_to<ps_step_atom, ps_push, ps_pull>::with<ps_push_ack, ps_params>,
   caf::replies_to<ps_pause_atom, uint32_t>::with<uint64_t>,
   caf::replies_to<ps_done_atom, uint32_t>::with<uint64_t>,
   caf::replies_to<ps_wait_atom, uint64_t>::with<ps_progress>,

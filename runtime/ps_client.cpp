@@ -125,16 +125,19 @@ void ps_client::pull_async(uint64_t clock, const std::vector<int64_t>& rows) {
   auto& d = *impl_;
   if (d.pulling)
     throw std::logic_error("ps_client: a pull is already outstanding");
-  auto k = d.shards.size();
   d.pull_begin = std::chrono::steady_clock::now();
   d.plan_pull(clock, rows);
-  auto first = d.window == 0 ? d.pending_req.size()
-                             : std::min(d.pending_req.size(),
-                                        std::max<size_t>(d.window, k));
-  d.pending.reserve(d.pending_req.size());
-  for (size_t i = 0; i < first; ++i)
-    d.send_pull(i);
+  d.start_pull();
   d.pulling = true;
+}
+
+void ps_client::impl::start_pull() {
+  auto first = window == 0 ? pending_req.size()
+                           : std::min(pending_req.size(),
+                                      std::max(window, shards.size()));
+  pending.reserve(pending_req.size());
+  for (size_t i = 0; i < first; ++i)
+    send_pull(i);
 }
 
 double ps_client::pull(gpu::model& m, uint64_t clock,
@@ -183,14 +186,6 @@ double ps_client::pull_wait(gpu::model& m) {
   auto k = static_cast<uint32_t>(d.shards.size());
   if (!d.pulling)
     throw std::logic_error("ps_client: no pull is outstanding");
-  // Hand the handles over first: a failure below must not leave them.
-  auto pending = std::move(d.pending);
-  auto asked = std::move(d.pending_req);
-  auto of = std::move(d.pending_shard);
-  d.pending.clear();
-  d.pending_req.clear();
-  d.pending_shard.clear();
-  d.pulling = false;
   std::vector<bool> seen(k, false);
   if (d.sparse >= 0) {
     auto& rows = d.pending_rows;
@@ -202,27 +197,42 @@ double ps_client::pull_wait(gpu::model& m) {
     d.host.assign(
       rows.size() * static_cast<size_t>(d.params[d.sparse].row_size()), 0.0f);
   }
-  auto ask = [&](size_t i) {
-    return d.self->request(d.shard(of[i]), impl::awaited, ps_pull_atom::value,
-                           asked[i]);
-  };
-  for (size_t i = 0; i < asked.size(); ++i) {
-    auto s = of[i];
-    if (i >= pending.size()) // (the window is at least 1)
-      pending.push_back(ask(i));
-    d.await(
-      s, pending[i], [&] { return ask(i); },
-      [&](ps_params& p) { d.take_params(m, s, p, seen); });
-    // Keep the window full: one more part out for each that came in.
-    if (pending.size() < asked.size())
-      pending.push_back(ask(pending.size()));
-  }
+  if (d.stepping) // the pull went with the last push (push_then_pull)
+    d.await_steps(&m, seen);
+  else
+    d.await_pull(m, seen);
   if (d.sparse >= 0)
     m.dev().upload(m.value(static_cast<size_t>(d.sparse)).get(), d.host.data(),
                    d.host.size() * sizeof(float));
   return std::chrono::duration<double>(std::chrono::steady_clock::now()
                                        - d.pull_begin)
     .count();
+}
+
+void ps_client::impl::await_pull(gpu::model& m, std::vector<bool>& seen) {
+  // Hand the handles over first: a failure below must not leave them.
+  auto sent = std::move(pending);
+  auto asked = std::move(pending_req);
+  auto of = std::move(pending_shard);
+  pending.clear();
+  pending_req.clear();
+  pending_shard.clear();
+  pulling = false;
+  auto ask = [&](size_t i) {
+    return self->request(shard(of[i]), awaited, ps_pull_atom::value,
+                         asked[i]);
+  };
+  for (size_t i = 0; i < asked.size(); ++i) {
+    auto s = of[i];
+    if (i >= sent.size()) // (the window is at least 1)
+      sent.push_back(ask(i));
+    await(
+      s, sent[i], [&] { return ask(i); },
+      [&](ps_params& p) { take_params(m, s, p, seen); });
+    // Keep the window full: one more part out for each that came in.
+    if (sent.size() < asked.size())
+      sent.push_back(ask(sent.size()));
+  }
 }
 
 // --- the rest ------------------------------------------------------------

@@ -75,6 +75,16 @@ public:
   };
   push_result push(gpu::model& m, uint64_t step, uint64_t samples,
                    const std::vector<int64_t>& rows, double topk_fraction);
+  /// push(), then pull_async(clock, next_rows), in one request per shard
+  /// each way instead of two (ps_step_atom) when every shard's push and
+  /// pull are one message each (no parts); otherwise as the two calls.
+  /// Either way the pull is outstanding afterwards: pull_wait() takes its
+  /// parameters, and the push's acknowledgements that came with them are
+  /// in the next push's (or flush's) result.
+  push_result push_then_pull(gpu::model& m, uint64_t step, uint64_t samples,
+                             const std::vector<int64_t>& rows,
+                             double topk_fraction, uint64_t clock,
+                             const std::vector<int64_t>& next_rows);
   push_result flush();
 
   /// Blocks until `steps` pushes were applied or training finished.

@@ -92,6 +92,18 @@ struct ps_client::impl {
   std::vector<push_handle> pushes;
   std::vector<ps_push> pushes_req;    // kept to send again
   std::vector<uint32_t> pushes_shard; // the shard of each
+  // The outstanding steps (push_then_pull): one request per shard with a
+  // push and the pull after it; the pull is the outstanding one (pending_req
+  // and pending_shard), its answers come with the push's acknowledgements.
+  using step_handle = decltype(std::declval<caf::scoped_actor&>()->request(
+    ps_shard_actor{}, awaited, ps_step_atom::value, ps_push{}, ps_pull{}));
+  std::vector<step_handle> steps;
+  std::vector<ps_push> steps_push; // [shard], kept to send again
+  bool stepping = false;
+  // Acknowledgements that came with step answers, for the next
+  // collect_acks: per shard the largest staleness.
+  std::vector<uint64_t> acked;
+  bool any_acked = false;
   std::vector<bool> down;             // per shard, from its monitor
   std::vector<bool> gone;             // per shard, the coordinator says
   bool bounced = false; // a request came back unanswered (receiver down)
@@ -148,6 +160,8 @@ struct ps_client::impl {
 
   // --- pull (ps_client.cpp) --------------------------------------------
 
+  // Sends the planned pull's first requests (as many as the window takes).
+  void start_pull();
   void send_pull(size_t i) {
     pending.push_back(self->request(shard(pending_shard[i]), awaited,
                                     ps_pull_atom::value, pending_req[i]));
@@ -155,6 +169,9 @@ struct ps_client::impl {
   // The requests of a pull as worker clock `clock`, in the order they go
   // out, and the shard of each (pending_req, pending_shard).
   void plan_pull(uint64_t clock, const std::vector<int64_t>& rows);
+  // Waits for the outstanding pull's answers (pull requests) and takes
+  // them into `m`.
+  void await_pull(gpu::model& m, std::vector<bool>& seen);
   // Takes one answer of shard s into `m`; `seen`: the shards answered.
   void take_params(gpu::model& m, uint32_t s, ps_params& p,
                    std::vector<bool>& seen);
@@ -171,6 +188,12 @@ struct ps_client::impl {
   };
   push_plan plan_push(uint64_t step, uint64_t samples,
                       double topk_fraction) const;
+  // The messages of a push of the gradients in `m` (what push() sends),
+  // and the shard of each; a variable with NaN or Inf is named in `result`.
+  void build_push(gpu::model& m, uint64_t step, uint64_t samples,
+                  const std::vector<int64_t>& rows, double topk_fraction,
+                  push_result& result, std::vector<ps_push>& messages,
+                  std::vector<uint32_t>& to);
   // The name of the first variable whose gradient holds NaN or Inf, or "".
   std::string first_nonfinite(gpu::model& m,
                               const std::vector<int64_t>& rows) const;
@@ -190,7 +213,24 @@ struct ps_client::impl {
   static void messages_of(push_plan& plan, bool clock_only,
                           std::vector<ps_push>& messages,
                           std::vector<uint32_t>& to);
+  // Narrows the gradients to the wire dtype and counts the bytes to other
+  // nodes.
+  void prepare(std::vector<ps_push>& messages, const std::vector<uint32_t>& to);
   void send_push(std::vector<ps_push> messages, std::vector<uint32_t> to);
+  // One push message per shard, each with the planned pull of that shard
+  // (pending_req[s]): ps_step requests.
+  void send_steps(std::vector<ps_push> messages);
+  auto send_step(uint32_t s, const ps_push& push, const ps_pull& pull) {
+    return self->request(shard(s), awaited, ps_step_atom::value, push, pull);
+  }
+  void note_ack(uint32_t s, const ps_push_ack& ack) {
+    acked.resize(shards.size(), 0);
+    acked[s] = std::max(acked[s], ack.staleness);
+    any_acked = true;
+  }
+  // Waits for the outstanding steps' answers: the acknowledgements are
+  // noted, the parameters taken into `m`, or dropped when `m` is null.
+  void await_steps(gpu::model* m, std::vector<bool>& seen);
   void collect_acks(push_result& result);
 
   // --- recovery (ps_client_recovery.cpp) -------------------------------

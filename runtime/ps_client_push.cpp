@@ -4,6 +4,7 @@
 // push's acknowledgements collected on the way.
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 #include "runtime/failpoint.hpp"
 #include "runtime/ps_client.hpp"
@@ -40,21 +41,62 @@ ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
   auto& d = *impl_;
   failpoint("ps.push.before");
   push_result result;
-  auto plan = d.plan_push(step, samples, topk_fraction);
-  // Error feedback changes the residuals as it goes: find a NaN or Inf
-  // first, so that a skipped step leaves every residual as it was.
-  if (topk_fraction > 0)
-    result.nonfinite = d.first_nonfinite(m, rows);
-  d.slice_gradients(m, rows, topk_fraction, plan, result.nonfinite);
   std::vector<ps_push> messages;
   std::vector<uint32_t> to;
-  impl::messages_of(plan, !result.nonfinite.empty(), messages, to);
+  d.build_push(m, step, samples, rows, topk_fraction, result, messages, to);
   // The previous push's acknowledgements come in now, not right after it
   // was sent: the shards apply a push while the worker computes the next.
   d.collect_acks(result);
   d.send_push(std::move(messages), std::move(to));
   d.clock = std::max(d.clock, step);
   return result;
+}
+
+ps_client::push_result
+ps_client::push_then_pull(gpu::model& m, uint64_t step, uint64_t samples,
+                          const std::vector<int64_t>& rows,
+                          double topk_fraction, uint64_t clock,
+                          const std::vector<int64_t>& next_rows) {
+  auto& d = *impl_;
+  if (d.pulling)
+    throw std::logic_error("ps_client: a pull is already outstanding");
+  failpoint("ps.push.before");
+  push_result result;
+  std::vector<ps_push> messages;
+  std::vector<uint32_t> to;
+  d.build_push(m, step, samples, rows, topk_fraction, result, messages, to);
+  d.collect_acks(result);
+  d.pull_begin = std::chrono::steady_clock::now();
+  d.plan_pull(clock, next_rows);
+  // One message per shard each way, shard by shard (no parts): together.
+  auto k = d.shards.size();
+  bool together = messages.size() == k && d.pending_req.size() == k;
+  for (size_t s = 0; together && s < k; ++s)
+    together = to[s] == s && d.pending_shard[s] == s;
+  if (together) {
+    d.send_steps(std::move(messages));
+  } else {
+    d.send_push(std::move(messages), std::move(to));
+    d.start_pull();
+  }
+  d.pulling = true;
+  d.clock = std::max(d.clock, step);
+  return result;
+}
+
+void ps_client::impl::build_push(gpu::model& m, uint64_t step,
+                                 uint64_t samples,
+                                 const std::vector<int64_t>& rows,
+                                 double topk_fraction, push_result& result,
+                                 std::vector<ps_push>& messages,
+                                 std::vector<uint32_t>& to) {
+  auto plan = plan_push(step, samples, topk_fraction);
+  // Error feedback changes the residuals as it goes: find a NaN or Inf
+  // first, so that a skipped step leaves every residual as it was.
+  if (topk_fraction > 0)
+    result.nonfinite = first_nonfinite(m, rows);
+  slice_gradients(m, rows, topk_fraction, plan, result.nonfinite);
+  messages_of(plan, !result.nonfinite.empty(), messages, to);
 }
 
 // Dense gradients in parts when large (not top-k: those are small): the
@@ -275,29 +317,69 @@ void ps_client::impl::messages_of(push_plan& plan, bool clock_only,
   }
 }
 
-void ps_client::impl::send_push(std::vector<ps_push> messages,
-                                std::vector<uint32_t> to) {
-  pushes.reserve(messages.size());
-  if (wire != dtype::f32)
-    for (auto& m : messages)
-      for (auto& g : m.grads)
-        g.values = narrow_values(g.values, wire);
+void ps_client::impl::prepare(std::vector<ps_push>& messages,
+                              const std::vector<uint32_t>& to) {
   for (size_t j = 0; j < messages.size(); ++j) {
+    if (wire != dtype::f32)
+      for (auto& g : messages[j].grads)
+        g.values = narrow_values(g.values, wire);
     if (remote(to[j]))
       network_bytes += bytes_of(messages[j].grads);
+  }
+}
+
+void ps_client::impl::send_push(std::vector<ps_push> messages,
+                                std::vector<uint32_t> to) {
+  prepare(messages, to);
+  pushes.reserve(messages.size());
+  for (size_t j = 0; j < messages.size(); ++j)
     pushes.push_back(self->request(shard(to[j]), awaited,
                                    ps_push_atom::value, messages[j]));
-  }
   failpoint("ps.push.sent");
   pushes_req = std::move(messages);
   pushes_shard = std::move(to);
+}
+
+void ps_client::impl::send_steps(std::vector<ps_push> messages) {
+  prepare(messages, pending_shard);
+  steps.reserve(messages.size());
+  for (uint32_t s = 0; s < messages.size(); ++s)
+    steps.push_back(send_step(s, messages[s], pending_req[s]));
+  failpoint("ps.push.sent");
+  steps_push = std::move(messages);
+  stepping = true;
+}
+
+void ps_client::impl::await_steps(gpu::model* m, std::vector<bool>& seen) {
+  // Hand the handles over first: a failure below must not leave them.
+  auto waiting = std::move(steps);
+  auto pushed = std::move(steps_push);
+  auto asked = std::move(pending_req);
+  steps.clear();
+  steps_push.clear();
+  pending_req.clear();
+  pending_shard.clear();
+  stepping = false;
+  pulling = false;
+  for (uint32_t s = 0; s < waiting.size(); ++s)
+    await(
+      s, waiting[s], [&] { return send_step(s, pushed[s], asked[s]); },
+      [&](const ps_push_ack& ack, ps_params& p) {
+        note_ack(s, ack);
+        if (m != nullptr)
+          take_params(*m, s, p, seen);
+      });
 }
 
 // The acknowledgements of the outstanding push. Of a push in parts only
 // the part that completed it carries the staleness (the others say 0): a
 // shard's staleness is the largest of its parts'.
 void ps_client::impl::collect_acks(push_result& result) {
-  if (pushes.empty())
+  if (stepping) { // no pull_wait took them: the parameters are dropped
+    std::vector<bool> seen(shards.size(), false);
+    await_steps(nullptr, seen);
+  }
+  if (pushes.empty() && !any_acked)
     return;
   auto waiting = std::move(pushes);
   auto sent = std::move(pushes_req);
@@ -305,7 +387,16 @@ void ps_client::impl::collect_acks(push_result& result) {
   pushes.clear();
   pushes_req.clear();
   pushes_shard.clear();
-  std::vector<uint64_t> per_shard(shards.size(), 0);
+  // Those that came with step answers first.
+  auto per_shard = std::move(acked);
+  per_shard.resize(shards.size(), 0);
+  acked.clear();
+  if (any_acked) {
+    any_acked = false;
+    result.acknowledged = true;
+    for (auto x : per_shard)
+      result.staleness_max = std::max(result.staleness_max, x);
+  }
   for (size_t i = 0; i < waiting.size(); ++i)
     await(
       of[i], waiting[i],

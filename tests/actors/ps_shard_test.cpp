@@ -427,6 +427,89 @@ TEST_CASE("a duplicate push is acknowledged but applied once", "[ps]") {
   CHECK_FALSE(ask<ps_push_ack>(w, shard, ps_push_atom::value, push).applied);
 }
 
+TEST_CASE("a push with the next pull (ps_step) is the push, then the pull, "
+          "in one request",
+          "[ps]") {
+  ps_fixture f;
+  // tau 0, two workers: a step's pull waits like any pull.
+  auto shard = f.spawn(shard_config(0, 1, 0, "sgd", 2));
+  auto twin = f.spawn(shard_config(0, 1, 0, "sgd", 2));
+  caf::scoped_actor w{f.sys};
+  caf::scoped_actor other{f.sys};
+  for (auto& s : {shard, twin}) {
+    ask<uint64_t>(w, s, ps_register_atom::value, uint32_t{0});
+    ask<uint64_t>(other, s, ps_register_atom::value, uint32_t{1});
+  }
+  auto push =
+    make_push(0, 1, 0, 2, {dense_grad(0, 0, std::vector<float>(12, 1.0f))});
+  auto mine = owned_rows(0, 1);
+  auto pull = make_pull(0, 1, {rows_slice(1, {mine[0], mine[1]})});
+  // The step's answer waits for worker 1's clock; the twin gets the two
+  // messages, and their answers are what the step's are.
+  w->send(shard, ps_step_atom::value, push, pull);
+  std::optional<ps_push_ack> ack;
+  std::optional<ps_params> params;
+  w->receive([&](ps_push_ack& a, ps_params& p) { ack = a, params = p; },
+             [&](caf::error& e) { FAIL(w->system().render(e)); },
+             caf::after(200ms) >> [] {});
+  CHECK_FALSE(params);
+  auto twin_ack = ask<ps_push_ack>(w, twin, ps_push_atom::value, push);
+  w->send(twin, ps_pull_atom::value, pull);
+  CHECK_FALSE(answer_within<ps_params>(w, 200ms));
+  for (auto& s : {shard, twin})
+    ask<ps_push_ack>(other, s, ps_push_atom::value, make_push(1, 1, 0, 1, {}));
+  w->receive([&](ps_push_ack& a, ps_params& p) { ack = a, params = p; },
+             [&](caf::error& e) { FAIL(w->system().render(e)); },
+             caf::after(5s) >> [] {});
+  auto twin_params = answer_within<ps_params>(w, 5s);
+  REQUIRE(ack);
+  REQUIRE(params);
+  REQUIRE(twin_params);
+  CHECK(ack->applied == twin_ack.applied);
+  CHECK(ack->version == twin_ack.version);
+  CHECK(params->version == 1);
+  CHECK(params->version == twin_params->version);
+  REQUIRE(params->slices.size() == twin_params->slices.size());
+  for (size_t i = 0; i < params->slices.size(); ++i) {
+    CHECK(params->slices[i].var == twin_params->slices[i].var);
+    CHECK(floats(params->slices[i].values)
+          == floats(twin_params->slices[i].values));
+  }
+  CHECK(snapshot(w, {shard}) == snapshot(w, {twin}));
+  CHECK(ask<ps_shard_stats>(w, shard, ps_stats_atom::value).delayed_pulls
+        == 1);
+  // Sent again (a retry), the push is a duplicate and the pull answered.
+  caf::scoped_actor again{f.sys};
+  again->request(shard, 10s, ps_step_atom::value, push, make_pull(0, 1))
+    .receive(
+      [&](ps_push_ack& a, ps_params& p) {
+        CHECK_FALSE(a.applied);
+        CHECK(p.version == 1);
+      },
+      [&](caf::error& e) { FAIL(again->system().render(e)); });
+  // An invalid push: its error, no pull, nothing changed.
+  auto before = snapshot(w, {shard});
+  std::string err;
+  again
+    ->request(shard, 10s, ps_step_atom::value,
+              make_push(0, 2, 2, 1, {dense_grad(9, 0, {1.0f})}),
+              make_pull(0, 2))
+    .receive([&](ps_push_ack&, ps_params&) { FAIL("answered"); },
+             [&](caf::error& e) { err = again->system().render(e); });
+  CHECK_THAT(err, Catch::Contains("unknown variable 9"));
+  CHECK(snapshot(w, {shard}) == before);
+  // A shard shutting down fails the step that waits for its pull.
+  auto waiting = again->request(shard, 10s, ps_step_atom::value,
+                                make_push(0, 2, 2, 1, {}), make_pull(0, 2));
+  REQUIRE(ask<ps_shard_stats>(other, shard, ps_stats_atom::value).delayed_pulls
+          == 2);
+  caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+  err.clear();
+  waiting.receive([&](ps_push_ack&, ps_params&) { FAIL("answered"); },
+                  [&](caf::error& e) { err = again->system().render(e); });
+  CHECK_THAT(err, Catch::Contains("shutting down"));
+}
+
 TEST_CASE("a 16-bit wire: pulls answer in it, pushes in it are applied in "
           "f32",
           "[ps]") {

@@ -111,6 +111,16 @@ void write_seeds(const std::string& dir) {
   params.version = 4;
   params.slices.push_back(g);
   af::fuzz::write_file(dir + "/params", frame_of(caf::make_message(params)));
+  // A push with the next pull (ps_step), and its answer.
+  af::ps_pull pull;
+  pull.worker = 1;
+  pull.clock = 9;
+  af::fuzz::write_file(dir + "/step",
+                       frame_of(caf::make_message(af::ps_step_atom::value,
+                                                  push, pull)));
+  af::fuzz::write_file(
+    dir + "/stepped",
+    frame_of(caf::make_message(af::ps_push_ack{true, 2, 4}, params)));
   af::fuzz::write_file(dir + "/error",
                        frame_of(caf::make_message(
                          caf::make_error(caf::sec::request_receiver_down))));

@@ -74,6 +74,8 @@ struct traffic {
   std::atomic<uint32_t> pull_parts{0};
   std::atomic<uint32_t> push_parts{0};
   std::atomic<uint32_t> pushes{0}; // messages
+  std::atomic<uint32_t> pulls{0};  // messages
+  std::atomic<uint32_t> steps{0};  // messages with a push and a pull
 };
 
 void note(std::atomic<uint32_t>& most, uint32_t parts) {
@@ -96,7 +98,12 @@ caf::behavior spy(caf::event_based_actor* self, caf::actor shard,
     },
     [=](ps_pull_atom a, ps_pull& p) {
       note(t->pull_parts, p.parts);
+      ++t->pulls;
       return self->delegate(shard, a, std::move(p));
+    },
+    [=](ps_step_atom a, ps_push& p, ps_pull& q) {
+      ++t->steps;
+      return self->delegate(shard, a, std::move(p), std::move(q));
     },
     [=](ps_push_atom a, ps_push& p) {
       note(t->push_parts, p.parts);
@@ -308,4 +315,104 @@ TEST_CASE("pushes and pulls in parts set the same values as one message "
       CHECK(end[j]
             == Approx(start[j] - 2 * learning_rate * g[j] / 4).margin(1e-6));
   }
+}
+
+TEST_CASE("a push with the next pull reads what a push, then a pull reads, "
+          "in one request per shard each way",
+          "[ps][ps_client]") {
+  // Sparse rows and dense slices over 2 shards.
+  gpu::layer_spec table;
+  table.type = "embedding";
+  table.rows = 20;
+  table.dim = 2;
+  auto spec = model_of({2}, {table, dense(3)});
+  auto params = gpu::param_specs(spec);
+  REQUIRE(params.size() == 3);
+  const std::vector<std::vector<int64_t>> rows = {
+    {3, 7, 11, 19}, {0, 3, 5, 8}, {1, 7, 12, 19}};
+  std::vector<size_t> count = {8, 12, 3};
+  client_fixture f;
+  // Three steps; every parameter after each pull. `together`: the pushes
+  // carry the next pulls; `part_bytes`: parts (which cannot go together).
+  auto train = [&](bool together, size_t part_bytes,
+                   const std::shared_ptr<traffic>& t) {
+    worker w{f, spec, 2,
+             [&](caf::actor shard) { return f.sys.spawn(spy, shard, t); }};
+    auto& m = w.m;
+    auto& client = w.client;
+    client.set_part_bytes(part_bytes, 1);
+    std::vector<std::vector<float>> out;
+    auto take = [&] {
+      for (size_t i = 0; i < params.size(); ++i)
+        out.push_back(values(m, i, count[i]));
+    };
+    client.pull(m, 0, rows[0]);
+    take();
+    std::vector<ps_client::push_result> results;
+    for (uint64_t step = 1; step <= 2; ++step) {
+      for (size_t i = 0; i < params.size(); ++i)
+        set_grad(m, i,
+                 gradient(count[i], (i + step) % 2 == 0 ? 1.0f : -1.0f));
+      if (together) {
+        results.push_back(
+          client.push_then_pull(m, step, 2, rows[step - 1], 0, step, rows[step]));
+        CHECK_THROWS_AS(client.pull_async(step, rows[step]), std::logic_error);
+        client.pull_wait(m);
+      } else {
+        results.push_back(client.push(m, step, 2, rows[step - 1], 0));
+        client.pull(m, step, rows[step]);
+      }
+      take();
+    }
+    CHECK_FALSE(results[0].acknowledged); // nothing was outstanding
+    CHECK(results[1].acknowledged);
+    CHECK(results[1].staleness_max == 0);
+    CHECK(client.flush().acknowledged);
+    CHECK(client.read_version() == 2);
+    for (auto& s : w.shards)
+      CHECK(f.stats(s).pushes == 2);
+    client.leave();
+    return out;
+  };
+  auto apart = std::make_shared<traffic>();
+  auto with = std::make_shared<traffic>();
+  auto cut = std::make_shared<traffic>();
+  auto expected = train(false, 0, apart);
+  auto together = train(true, 0, with);
+  auto in_parts = train(true, 8, cut);
+  CHECK(expected == together);
+  CHECK(expected == in_parts);
+  // The two steps' pushes went with their pulls: 2 messages per shard.
+  CHECK(apart->steps == 0);
+  CHECK(with->steps == 4);
+  CHECK(with->pushes == 0);
+  CHECK(with->pulls == 2); // the first pull only
+  CHECK(apart->pushes + apart->pulls == 4 + 6);
+  // In parts they cannot: a push and a pull, as before.
+  CHECK(cut->steps == 0);
+  CHECK(cut->push_parts > 1);
+  // The values moved: the second push changed what the third pull read.
+  CHECK(expected[3] != expected[6]);
+}
+
+TEST_CASE("a push with the next pull that nobody waits for is acknowledged "
+          "by flush",
+          "[ps][ps_client]") {
+  auto spec = model_of({4}, {dense(2)});
+  client_fixture f;
+  auto t = std::make_shared<traffic>();
+  worker w{f, spec, 2,
+           [&](caf::actor shard) { return f.sys.spawn(spy, shard, t); }};
+  auto& [params, shards, dev, m, client] = w;
+  client.pull(m, 0, {});
+  set_grad(m, 0, gradient(8));
+  set_grad(m, 1, gradient(2));
+  client.push_then_pull(m, 1, 1, {}, 0, 1, {});
+  auto r = client.flush();
+  CHECK(r.acknowledged);
+  CHECK(t->steps == 2);
+  // The pull is no longer outstanding: a new one can go.
+  client.pull(m, 1, {});
+  CHECK(client.read_version() == 1);
+  client.leave();
 }
