@@ -470,6 +470,15 @@ caf::actor data_plane::route(caf::actor_system& sys, const caf::actor& remote) {
   return p ? p->route(remote) : remote;
 }
 
+std::shared_ptr<buffer> data_plane::shared_buffer(caf::actor_system& sys,
+                                                  const caf::actor& remote,
+                                                  size_t bytes) {
+  if (!remote || remote.node() == sys.node())
+    return nullptr;
+  auto p = of(sys);
+  return p ? p->shared_buffer(remote, bytes) : nullptr;
+}
+
 std::string make_job_secret() {
   unsigned char bytes[32];
   if (RAND_bytes(bytes, sizeof bytes) != 1)

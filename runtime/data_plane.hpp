@@ -63,6 +63,8 @@
 
 namespace af {
 
+class buffer; // runtime/tensor.hpp
+
 /// Where a node's data port is, and the secret that opens it.
 struct data_route {
   caf::node_id node;
@@ -154,6 +156,17 @@ public:
   /// first use), or `remote` itself: when it is local or null, when no
   /// route to its node is known, or when the node cannot be reached now.
   virtual caf::actor route(const caf::actor& remote) = 0;
+  /// A buffer of `bytes` in the memory this process shares with the node
+  /// of `remote` (`--data-shm`), for a tensor that is then sent there:
+  /// the data plane sends it without copying it (the first time it is
+  /// sent). nullptr when there is none: `remote` is local, the connection
+  /// to its node has no shared memory, the region has no room now, or
+  /// `bytes` is below what travels outside the message's descriptor.
+  virtual std::shared_ptr<buffer> shared_buffer(const caf::actor& remote,
+                                                size_t bytes) = 0;
+  /// shared_buffer on the data plane of `sys`; nullptr when it has none.
+  static std::shared_ptr<buffer>
+  shared_buffer(caf::actor_system& sys, const caf::actor& remote, size_t bytes);
   /// Calls `done` (on some thread, once) when every message that `node`
   /// wrote to this process on the data plane before now has been
   /// delivered: each open connection to it is pinged, and answers in order

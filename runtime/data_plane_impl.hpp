@@ -148,6 +148,14 @@ public:
   // closed. False (and `done` not kept) when it is closed already.
   bool ping(std::function<void()> done);
 
+  // A buffer in the memory shared with the peer for a tensor sent here
+  // next (data_plane::shared_buffer), or nullptr.
+  std::shared_ptr<buffer> shared_buffer(size_t bytes) {
+    if (bytes < data_frame::bulk_bytes
+        || !shm_ready_.load(std::memory_order_acquire))
+      return nullptr;
+    return data_shm::outbound::allocate(shm_out_, bytes);
+  }
   // On a plain Unix socket, once, by the thread that made the handshake,
   // before any message: makes the region this side sends tensors through
   // and hands it to the peer. "" (also when there is none to make) or why
@@ -190,7 +198,7 @@ private:
   std::string name_;
   bool dialed_;
   std::unique_ptr<stream> io_;
-  std::unique_ptr<data_shm::outbound> shm_out_; // what this side sends
+  std::shared_ptr<data_shm::outbound> shm_out_; // what this side sends
   std::shared_ptr<data_shm::inbound> shm_in_;   // what the peer sends
   std::atomic<bool> told_full_{false}; // logged that a message did not fit
   std::atomic<bool> shm_ready_{false}; // the peer mapped shm_out_
@@ -300,6 +308,13 @@ public:
     if (!c)
       return remote;
     return caf::actor_cast<caf::actor>(c->stand_in(remote.id()));
+  }
+  std::shared_ptr<buffer> shared_buffer(const caf::actor& remote,
+                                        size_t bytes) override {
+    if (!remote || remote.node() == sys_.node())
+      return nullptr;
+    auto c = link_to(remote.node(), nullptr);
+    return c ? c->shared_buffer(bytes) : nullptr;
   }
   void drain(const caf::node_id& node, std::function<void()> done) override;
   data_plane_stats stats() const override {

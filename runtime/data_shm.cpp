@@ -2,6 +2,7 @@
 // (runtime/data_shm.hpp).
 #include "runtime/data_shm.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -146,7 +147,9 @@ void outbound::reclaim() {
   auto keep = sent_.begin();
   for (auto& b : sent_) {
     auto* h = reinterpret_cast<block_head*>(base_ + b.first);
-    if (h->state.load(std::memory_order_acquire) == given_back) {
+    // (A block whose buffer still lives here stays the caller's.)
+    if (h->state.load(std::memory_order_acquire) == given_back
+        && local_.count(b.first) == 0) {
       give_back(b.first, b.second);
       held_ -= b.second;
     } else {
@@ -156,40 +159,69 @@ void outbound::reclaim() {
   sent_.erase(keep, sent_.end());
 }
 
+bool outbound::take_free(size_t need, size_t& at) {
+  // First fit from the region's start: what is in use stays at the front,
+  // and pages at the back are touched only when needed.
+  auto it = free_.begin();
+  while (it != free_.end() && it->second < need)
+    ++it;
+  if (it == free_.end())
+    return false;
+  at = it->first;
+  auto len = it->second;
+  free_.erase(it);
+  if (len > need)
+    free_.emplace(at + need, len - need);
+  return true;
+}
+
 bool outbound::place(const std::vector<iovec>& blocks,
                      std::vector<block_ref>& refs) {
+  // Per block: where it goes, and whether it is there already (a buffer
+  // of allocate(), sent in place).
   std::vector<std::pair<size_t, size_t>> got;
+  std::vector<bool> in_place(blocks.size(), false);
   {
     std::lock_guard<std::mutex> g(mtx_);
     reclaim();
-    for (auto& b : blocks) {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      auto& b = blocks[i];
+      auto* p = static_cast<std::byte*>(b.iov_base);
+      if (p >= base_ + 2 * align && p < base_ + size_) {
+        auto at = static_cast<size_t>(p - base_) - align;
+        auto it = local_.find(at);
+        if (it != local_.end() && !it->second.second
+            && head_of(base_, at + align)->bytes == b.iov_len
+            && std::none_of(got.begin(), got.end(),
+                            [&](auto& t) { return t.first == at; })) {
+          got.emplace_back(at, it->second.first);
+          in_place[i] = true;
+          continue;
+        }
+      }
       auto need = align + round_up(b.iov_len, align);
-      // First fit from the region's start: what is in use stays at the
-      // front, and pages at the back are touched only when needed.
-      auto it = free_.begin();
-      while (it != free_.end() && it->second < need)
-        ++it;
-      if (it == free_.end()) {
-        for (auto& t : got)
-          give_back(t.first, t.second);
+      size_t at = 0;
+      if (!take_free(need, at)) {
+        for (size_t j = 0; j < got.size(); ++j)
+          if (!in_place[j])
+            give_back(got[j].first, got[j].second);
         return false;
       }
-      auto at = it->first;
-      auto len = it->second;
-      free_.erase(it);
-      if (len > need)
-        free_.emplace(at + need, len - need);
       got.emplace_back(at, need);
     }
     // Marked under the lock: another sender's reclaim() must not take a
     // block that is in sent_ but still says given_back (from its last
     // use, or never used) and hand it out a second time.
     for (size_t i = 0; i < got.size(); ++i) {
+      sent_.push_back(got[i]);
+      if (in_place[i]) { // held_ counted it when it was allocated
+        local_[got[i].first].second = true;
+        continue;
+      }
       auto* h = reinterpret_cast<block_head*>(base_ + got[i].first);
       h->reserved = 0;
       h->bytes = blocks[i].iov_len;
       h->state.store(filling, std::memory_order_relaxed);
-      sent_.push_back(got[i]);
       held_ += got[i].second;
     }
   }
@@ -197,7 +229,8 @@ bool outbound::place(const std::vector<iovec>& blocks,
   refs.clear();
   for (size_t i = 0; i < blocks.size(); ++i) {
     auto at = got[i].first;
-    std::memcpy(base_ + at + align, blocks[i].iov_base, blocks[i].iov_len);
+    if (!in_place[i])
+      std::memcpy(base_ + at + align, blocks[i].iov_base, blocks[i].iov_len);
     // Release: the receiver's take() (acquire) that sees in_use sees the
     // bytes too.
     reinterpret_cast<block_head*>(base_ + at)
@@ -205,6 +238,45 @@ bool outbound::place(const std::vector<iovec>& blocks,
     refs.push_back(block_ref{at + align, blocks[i].iov_len});
   }
   return true;
+}
+
+std::shared_ptr<buffer> outbound::allocate(const std::shared_ptr<outbound>& self,
+                                           size_t bytes) {
+  if (!self || bytes == 0)
+    return nullptr;
+  auto need = align + round_up(bytes, align);
+  size_t at = 0;
+  {
+    std::lock_guard<std::mutex> g(self->mtx_);
+    self->reclaim();
+    if (!self->take_free(need, at))
+      return nullptr;
+    auto* h = reinterpret_cast<block_head*>(self->base_ + at);
+    h->reserved = 0;
+    h->bytes = bytes;
+    h->state.store(filling, std::memory_order_relaxed);
+    self->local_.emplace(at, std::make_pair(need, false));
+    self->held_ += need;
+  }
+  // The owner keeps the region mapped and gives the block back when the
+  // buffer goes. (Not null: a buffer without an owner frees its bytes.)
+  std::shared_ptr<void> owner(self.get(),
+                              [self, at](void*) { self->let_go(at); });
+  return std::make_shared<buffer>(self->base_ + at + align, bytes,
+                                  std::move(owner));
+}
+
+void outbound::let_go(size_t at) {
+  std::lock_guard<std::mutex> g(mtx_);
+  auto it = local_.find(at);
+  if (it == local_.end())
+    return;
+  auto [len, sent] = it->second;
+  local_.erase(it);
+  if (!sent) { // never went out: free now
+    give_back(at, len);
+    held_ -= len;
+  } // else reclaim() takes it back once the receiver let go too
 }
 
 // --- inbound -----------------------------------------------------------------

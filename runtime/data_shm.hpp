@@ -25,6 +25,11 @@
 // own block; when the region has no room for a message's tensors they go
 // through the socket as bytes.
 //
+// A tensor whose buffer was allocated in the region to begin with
+// (outbound::allocate, data_plane::shared_buffer: a trainer's pushed
+// gradients) is sent in place, without the copy, the first time; its
+// block is taken back only once the sender's buffer is gone too.
+//
 // A region outlives its connection on the receiving side for as long as a
 // tensor over it lives: a connection that breaks loses no delivered data.
 //
@@ -89,8 +94,17 @@ public:
 
   /// Copies every block of `blocks` into a block of its own and sets
   /// `refs`; false, with nothing taken, when the region has no room for
-  /// all of them now. Thread-safe.
+  /// all of them now. A block that is all of a buffer from allocate(), not
+  /// sent yet, goes in place instead: no copy. Thread-safe.
   bool place(const std::vector<iovec>& blocks, std::vector<block_ref>& refs);
+  /// A buffer of `bytes` in region `self`, for a tensor that the caller
+  /// fills and then sends on this connection: place() sends it in place
+  /// the first time (again, it copies). Its block goes back once the
+  /// buffer is gone and the receiver let go of what was sent; the buffer
+  /// keeps `self` mapped. nullptr when the region has no room now.
+  /// Thread-safe.
+  static std::shared_ptr<buffer> allocate(const std::shared_ptr<outbound>& self,
+                                          size_t bytes);
   /// Bytes in blocks (heads included) the receiver still holds.
   size_t held();
 
@@ -98,6 +112,11 @@ private:
   outbound(int fd, std::byte* base, size_t size);
   void reclaim();                        // under mtx_
   void give_back(size_t at, size_t len); // under mtx_: free, merged
+  // Under mtx_: a free block of `need` bytes (head included), first fit
+  // from the region's start; false when there is none.
+  bool take_free(size_t need, size_t& at);
+  // The buffer over allocate()'s block at `at` is gone.
+  void let_go(size_t at);
 
   int fd_;
   std::byte* base_;
@@ -105,6 +124,9 @@ private:
   std::mutex mtx_;
   std::map<size_t, size_t> free_;               // block offset -> length
   std::vector<std::pair<size_t, size_t>> sent_; // blocks the receiver has
+  // Blocks of allocate() whose buffer lives: offset -> (length, sent). A
+  // sent one is also in sent_, and is not taken back while here.
+  std::map<size_t, std::pair<size_t, bool>> local_;
   size_t held_ = 0;
 };
 

@@ -202,6 +202,7 @@ struct ps_client::impl {
   void slice_gradients(gpu::model& m, const std::vector<int64_t>& rows,
                        double topk_fraction, push_plan& plan,
                        std::string& nonfinite);
+  tensor values_for(uint32_t s, uint64_t e) const;
   void slice_dense(gpu::model& m, size_t var, push_plan& plan,
                    std::string& nonfinite) const;
   void slice_sparse(const std::vector<float>& g, size_t var,

@@ -163,6 +163,17 @@ void ps_client::impl::slice_gradients(gpu::model& m,
   }
 }
 
+// A dense gradient slice of `e` floats for shard s: in the memory shared
+// with the shard's node when there is some (sent from there without a
+// copy), unless it is narrowed for the wire first.
+tensor ps_client::impl::values_for(uint32_t s, uint64_t e) const {
+  auto bytes = static_cast<size_t>(e) * sizeof(float);
+  if (wire == dtype::f32 && remote(s))
+    if (auto buf = data_plane::shared_buffer(sys, shards[s], bytes))
+      return tensor(dtype::f32, {static_cast<int64_t>(e)}, std::move(buf));
+  return tensor::allocate(dtype::f32, {static_cast<int64_t>(e)});
+}
+
 // Straight from the device into the pushed slices: one copy.
 void ps_client::impl::slice_dense(gpu::model& m, size_t i, push_plan& plan,
                                   std::string& nonfinite) const {
@@ -187,7 +198,7 @@ void ps_client::impl::slice_dense(gpu::model& m, size_t i, push_plan& plan,
       ps_slice sl;
       sl.var = static_cast<uint32_t>(i);
       sl.offset = range.lo + (lo - base);
-      sl.values = tensor::allocate(dtype::f32, {static_cast<int64_t>(e)});
+      sl.values = values_for(s, e);
       if (e > 0) {
         m.dev().download(sl.values.mutable_data(),
                          m.grad(i).f32() + sl.offset, e * sizeof(float));

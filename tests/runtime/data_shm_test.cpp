@@ -33,7 +33,7 @@ std::vector<char> pattern(size_t n, char seed) {
 }
 
 struct pair_fixture {
-  std::unique_ptr<shm::outbound> out;
+  std::shared_ptr<shm::outbound> out;
   std::shared_ptr<shm::inbound> in;
   explicit pair_fixture(size_t bytes = shm::min_region) {
     std::string why;
@@ -141,6 +141,117 @@ TEST_CASE("a region that is full takes nothing; given-back blocks are used "
     REQUIRE(x);
     CHECK(std::memcmp(x->data(), one[0].data(), one[0].size()) == 0);
   }
+}
+
+TEST_CASE("a buffer allocated in the region is sent in place once, and its "
+          "block comes back when both sides let go",
+          "[data_shm]") {
+  pair_fixture p; // 1 MiB
+  auto bytes = size_t{300} << 10;
+  auto buf = shm::outbound::allocate(p.out, bytes);
+  REQUIRE(buf);
+  auto want = pattern(bytes, 9);
+  std::memcpy(buf->data(), want.data(), bytes);
+  CHECK(p.out->held() >= bytes);
+  // Sent: the reference names the buffer's own bytes (no copy), and the
+  // receiver reads what was written there.
+  std::vector<iovec> iov{iovec{buf->data(), bytes}};
+  std::vector<shm::block_ref> refs;
+  REQUIRE(p.out->place(iov, refs));
+  std::string why;
+  auto got = p.in->adopt(refs[0], bytes, why);
+  REQUIRE(got);
+  CHECK(std::memcmp(got->data(), want.data(), bytes) == 0);
+  // In place: the receiver's bytes are the sender's buffer.
+  buf->data()[7] = std::byte{0x77};
+  CHECK(std::to_integer<int>(got->data()[7]) == 0x77);
+  want[7] = 0x77;
+  // Sent again (a request sent again): copied, into another block.
+  std::vector<shm::block_ref> again;
+  REQUIRE(p.out->place(iov, again));
+  CHECK(again[0].offset != refs[0].offset);
+  auto copy = p.in->adopt(again[0], bytes, why);
+  REQUIRE(copy);
+  CHECK(std::memcmp(copy->data(), want.data(), bytes) == 0);
+  copy.reset();
+  // The receiver lets go of the block sent in place; the sender's buffer
+  // over it still lives, so it stays taken: of the 1 MiB, room for two
+  // more such blocks, not three.
+  auto before = p.out->held();
+  got.reset();
+  CHECK(p.out->held() == before);
+  CHECK(std::memcmp(buf->data(), want.data(), bytes) == 0);
+  auto second = shm::outbound::allocate(p.out, bytes);
+  auto third = shm::outbound::allocate(p.out, bytes);
+  auto fourth = shm::outbound::allocate(p.out, bytes);
+  REQUIRE(second);
+  REQUIRE(third);
+  CHECK_FALSE(fourth);
+  CHECK(second->data() != buf->data());
+  CHECK(third->data() != buf->data());
+  // The sender's buffer goes too: its block is free again.
+  buf.reset();
+  fourth = shm::outbound::allocate(p.out, bytes);
+  REQUIRE(fourth);
+  // A buffer never sent goes back at once when it goes.
+  auto held = p.out->held();
+  second.reset();
+  CHECK(p.out->held() == held - (bytes + shm::align));
+  // A buffer keeps the region mapped after its connection is gone.
+  std::memset(third->data(), 0x5a, bytes);
+  p.out.reset();
+  p.in.reset();
+  CHECK(std::to_integer<int>(third->data()[bytes - 1]) == 0x5a);
+}
+
+TEST_CASE("a part of an allocated buffer, or a buffer of another region, is "
+          "copied",
+          "[data_shm]") {
+  pair_fixture p;
+  pair_fixture other;
+  auto buf = shm::outbound::allocate(p.out, 8192);
+  auto foreign = shm::outbound::allocate(other.out, 8192);
+  REQUIRE(buf);
+  REQUIRE(foreign);
+  std::vector<iovec> iov{iovec{buf->data(), 4096},
+                         iovec{foreign->data(), 8192}};
+  std::vector<shm::block_ref> refs;
+  REQUIRE(p.out->place(iov, refs));
+  std::string why;
+  auto part = p.in->adopt(refs[0], 4096, why);
+  auto copied = p.in->adopt(refs[1], 8192, why);
+  REQUIRE(part);
+  REQUIRE(copied);
+  // Copies: what the sender writes now does not show there.
+  buf->data()[0] = std::byte{1};
+  foreign->data()[0] = std::byte{1};
+  CHECK(std::to_integer<int>(part->data()[0]) == 0);
+  CHECK(std::to_integer<int>(copied->data()[0]) == 0);
+  // Neither was sent in place: the whole buffer still goes in place once,
+  // and then the receiver's bytes are the sender's.
+  std::vector<iovec> whole{iovec{buf->data(), 8192}};
+  std::vector<shm::block_ref> in_place;
+  REQUIRE(p.out->place(whole, in_place));
+  auto same = p.in->adopt(in_place[0], 8192, why);
+  REQUIRE(same);
+  CHECK(std::to_integer<int>(same->data()[0]) == 1);
+  buf->data()[1] = std::byte{2};
+  CHECK(std::to_integer<int>(same->data()[1]) == 2);
+  // Twice in one message: the first in place, the second copied.
+  auto fresh = shm::outbound::allocate(p.out, 8192);
+  REQUIRE(fresh);
+  std::vector<iovec> twice{iovec{fresh->data(), 8192},
+                           iovec{fresh->data(), 8192}};
+  std::vector<shm::block_ref> both;
+  REQUIRE(p.out->place(twice, both));
+  CHECK(both[0].offset != both[1].offset);
+  auto first = p.in->adopt(both[0], 8192, why);
+  auto second = p.in->adopt(both[1], 8192, why);
+  REQUIRE(first);
+  REQUIRE(second);
+  fresh->data()[0] = std::byte{3};
+  CHECK(std::to_integer<int>(first->data()[0]) == 3);
+  CHECK(std::to_integer<int>(second->data()[0]) == 0);
 }
 
 TEST_CASE("a reference that does not name a handed-over block is refused",
