@@ -188,12 +188,14 @@ struct ps_client::impl {
   };
   push_plan plan_push(uint64_t step, uint64_t samples,
                       double topk_fraction) const;
-  // The messages of a push of the gradients in `m` (what push() sends),
-  // and the shard of each; a variable with NaN or Inf is named in `result`.
-  void build_push(gpu::model& m, uint64_t step, uint64_t samples,
-                  const std::vector<int64_t>& rows, double topk_fraction,
-                  push_result& result, std::vector<ps_push>& messages,
-                  std::vector<uint32_t>& to);
+  // The first half of push() and push_then_pull(): the messages of a push
+  // of the gradients in `m` and the shard of each, built, and the previous
+  // push's acknowledgements collected (in the result, which names a
+  // variable with NaN or Inf).
+  push_result start_push(gpu::model& m, uint64_t step, uint64_t samples,
+                         const std::vector<int64_t>& rows,
+                         double topk_fraction, std::vector<ps_push>& messages,
+                         std::vector<uint32_t>& to);
   // The name of the first variable whose gradient holds NaN or Inf, or "".
   std::string first_nonfinite(gpu::model& m,
                               const std::vector<int64_t>& rows) const;

@@ -39,14 +39,10 @@ ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
                                        const std::vector<int64_t>& rows,
                                        double topk_fraction) {
   auto& d = *impl_;
-  failpoint("ps.push.before");
-  push_result result;
   std::vector<ps_push> messages;
   std::vector<uint32_t> to;
-  d.build_push(m, step, samples, rows, topk_fraction, result, messages, to);
-  // The previous push's acknowledgements come in now, not right after it
-  // was sent: the shards apply a push while the worker computes the next.
-  d.collect_acks(result);
+  auto result =
+    d.start_push(m, step, samples, rows, topk_fraction, messages, to);
   d.send_push(std::move(messages), std::move(to));
   d.clock = std::max(d.clock, step);
   return result;
@@ -60,12 +56,10 @@ ps_client::push_then_pull(gpu::model& m, uint64_t step, uint64_t samples,
   auto& d = *impl_;
   if (d.pulling)
     throw std::logic_error("ps_client: a pull is already outstanding");
-  failpoint("ps.push.before");
-  push_result result;
   std::vector<ps_push> messages;
   std::vector<uint32_t> to;
-  d.build_push(m, step, samples, rows, topk_fraction, result, messages, to);
-  d.collect_acks(result);
+  auto result =
+    d.start_push(m, step, samples, rows, topk_fraction, messages, to);
   d.pull_begin = std::chrono::steady_clock::now();
   d.plan_pull(clock, next_rows);
   // One message per shard each way, shard by shard (no parts): together.
@@ -84,12 +78,12 @@ ps_client::push_then_pull(gpu::model& m, uint64_t step, uint64_t samples,
   return result;
 }
 
-void ps_client::impl::build_push(gpu::model& m, uint64_t step,
-                                 uint64_t samples,
-                                 const std::vector<int64_t>& rows,
-                                 double topk_fraction, push_result& result,
-                                 std::vector<ps_push>& messages,
-                                 std::vector<uint32_t>& to) {
+ps_client::push_result ps_client::impl::start_push(
+  gpu::model& m, uint64_t step, uint64_t samples,
+  const std::vector<int64_t>& rows, double topk_fraction,
+  std::vector<ps_push>& messages, std::vector<uint32_t>& to) {
+  failpoint("ps.push.before");
+  push_result result;
   auto plan = plan_push(step, samples, topk_fraction);
   // Error feedback changes the residuals as it goes: find a NaN or Inf
   // first, so that a skipped step leaves every residual as it was.
@@ -97,6 +91,10 @@ void ps_client::impl::build_push(gpu::model& m, uint64_t step,
     result.nonfinite = first_nonfinite(m, rows);
   slice_gradients(m, rows, topk_fraction, plan, result.nonfinite);
   messages_of(plan, !result.nonfinite.empty(), messages, to);
+  // The previous push's acknowledgements come in now, not right after it
+  // was sent: the shards apply a push while the worker computes the next.
+  collect_acks(result);
+  return result;
 }
 
 // Dense gradients in parts when large (not top-k: those are small): the

@@ -177,18 +177,24 @@ std::vector<float> gradient(size_t n, float sign = 1) {
   return g;
 }
 
+// An embedding table of 20 rows of 2 (sparse, sharded by row) over 2
+// features, then a dense layer of 3 (sharded by range): table [20, 2],
+// kernel [4, 3], bias [3].
+gpu::model_spec table_then_dense() {
+  gpu::layer_spec table;
+  table.type = "embedding";
+  table.rows = 20;
+  table.dim = 2;
+  return model_of({2}, {table, dense(3)});
+}
+
 } // namespace
 
 TEST_CASE("a pull reads the shards' initial values and a push moves them "
           "by the optimizer's rule",
           "[ps][ps_client]") {
-  // An embedding table (sparse, sharded by row) and a dense layer (sharded
-  // by range) over three shards.
-  gpu::layer_spec table;
-  table.type = "embedding";
-  table.rows = 20;
-  table.dim = 2;
-  auto spec = model_of({2}, {table, dense(3)});
+  // Over three shards.
+  auto spec = table_then_dense();
   client_fixture f;
   worker w{f, spec, 3};
   auto& [params, shards, dev, m, client] = w;
@@ -321,11 +327,7 @@ TEST_CASE("a push with the next pull reads what a push, then a pull reads, "
           "in one request per shard each way",
           "[ps][ps_client]") {
   // Sparse rows and dense slices over 2 shards.
-  gpu::layer_spec table;
-  table.type = "embedding";
-  table.rows = 20;
-  table.dim = 2;
-  auto spec = model_of({2}, {table, dense(3)});
+  auto spec = table_then_dense();
   auto params = gpu::param_specs(spec);
   REQUIRE(params.size() == 3);
   const std::vector<std::vector<int64_t>> rows = {
