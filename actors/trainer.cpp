@@ -252,9 +252,12 @@ private:
       throw std::runtime_error("fault injection: trainer fails at step "
                                + std::to_string(steps_));
     // Without prefetch the next step's pull follows this push: it goes
-    // with it (one request per shard each way instead of two).
+    // with it (one request per shard each way instead of two). Not under a
+    // staleness bound: a pull the bound holds back is asked again every
+    // ps_client::impl::patience, and with it would go the whole push (and
+    // the retry's duplicate acknowledgement would hide the staleness).
     ps_client::push_result pushed;
-    if (next != nullptr && !prefetched_) {
+    if (next != nullptr && !prefetched_ && !spec_.staleness) {
       pushed = client_->push_then_pull(*model_, steps_,
                                        static_cast<uint64_t>(cur.host.n),
                                        cur.host.rows, cfg_.topk_fraction,

@@ -80,7 +80,11 @@ public:
   /// pull are one message each (no parts); otherwise as the two calls.
   /// Either way the pull is outstanding afterwards: pull_wait() takes its
   /// parameters, and the push's acknowledgements that came with them are
-  /// in the next push's (or flush's) result.
+  /// in the next push's (or flush's) result. Call pull_wait() before the
+  /// next push(), flush(), pause() or leave(): those wait for a combined
+  /// request's answers themselves and drop its parameters. A pull that a
+  /// staleness bound holds back is asked again, with its push, every few
+  /// seconds: use it with unbounded staleness (the trainer does).
   push_result push_then_pull(gpu::model& m, uint64_t step, uint64_t samples,
                              const std::vector<int64_t>& rows,
                              double topk_fraction, uint64_t clock,
