@@ -137,6 +137,12 @@ std::vector<uint64_t> inbound::end_epoch(edge& e, uint64_t epoch) {
   return newly_complete_epochs();
 }
 
+std::vector<uint64_t> inbound::end_stream(edge& e) {
+  e.ended = true;
+  e.epochs_ended = std::max(e.epochs_ended, e.epochs_seen);
+  return newly_complete_epochs();
+}
+
 std::vector<uint64_t> inbound::newly_complete_epochs() {
   // An epoch is complete when every input that is still running has ended
   // it; inputs that ended their stream have nothing more to say about it.

@@ -97,6 +97,8 @@ public:
     uint64_t done_items = 0; // consumed, credit not yet sent
     uint64_t done_bytes = 0;
     uint64_t epochs_ended = 0;
+    // 1 + the epoch of the last item handled from it (0: none yet).
+    uint64_t epochs_seen = 0;
     bool eos_received = false; // end_of_stream is in our input queue
     bool ended = false;        // ... and has been handled
     bool replaceable = false;  // upstream_edge::replaceable
@@ -119,6 +121,11 @@ public:
   /// Records end_of_epoch(epoch) from `e`; returns the epochs that are now
   /// complete on every live input (to forward), in order.
   std::vector<uint64_t> end_epoch(edge& e, uint64_t epoch);
+  /// Records the end of `e`'s stream (and marks it ended). The stream's end
+  /// ends the epoch of the last item it delivered if no end_of_epoch did;
+  /// an epoch it delivered no item of is not ended by it. Returns the
+  /// epochs now complete, as end_epoch.
+  std::vector<uint64_t> end_stream(edge& e);
   /// Whether every input has ended.
   bool all_ended() const noexcept;
   bool empty() const noexcept { return edges_.empty(); }

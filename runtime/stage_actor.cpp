@@ -46,6 +46,7 @@ void handle_input(stage_self self) {
       ++st.stats.items_in;
       st.stats.records_in += static_cast<uint64_t>(ev.value.records());
       st.stats.bytes_in += bytes;
+      edge.epochs_seen = std::max(edge.epochs_seen, ev.value.epoch + 1);
       st.setup.logic->process(std::move(ev.value), st);
       if (edge.resend && !st.outputs.empty())
         st.credit_after_output.emplace_back(ev.edge, bytes);
@@ -65,9 +66,11 @@ void handle_input(stage_self self) {
       st.checkpoint_id = ev.epoch;
       break;
     case input_event::stream_end:
-      edge.ended = true;
-      // Inputs that are still running may now complete an epoch.
-      for (auto epoch : st.in.end_epoch(edge, edge.epochs_ended)) {
+      // Inputs that are still running may now complete an epoch. (Each
+      // stream end used to end one more epoch than its input had: a cache
+      // then ended its first replay when its input ended, and the shuffle
+      // after it mixed that epoch's records into the next one.)
+      for (auto epoch : st.in.end_stream(edge)) {
         st.setup.logic->end_of_epoch(epoch, st);
         st.end_epoch(epoch);
       }

@@ -125,15 +125,49 @@ TEST_CASE_METHOD(peers,
   auto& eb = in.edges()[1];
   CHECK(in.end_epoch(ea, 0).empty()); // b has not ended epoch 0
   eb.lost = true;                     // b's producer was lost
-  eb.ended = true;
-  CHECK(in.end_epoch(eb, eb.epochs_ended) == std::vector<uint64_t>{0});
+  CHECK(in.end_stream(eb) == std::vector<uint64_t>{0});
+  CHECK(eb.ended);
   CHECK(in.end_epoch(ea, 1) == std::vector<uint64_t>{1});
-  // a's stream ends (as the runtime does: the epoch in progress, 2, ends
-  // with it). Every input has ended now: a's epochs count, lost b's 1
-  // does not.
-  ea.ended = true;
-  CHECK(in.end_epoch(ea, ea.epochs_ended) == std::vector<uint64_t>{2});
+  // a delivered items of epoch 2 and its stream ends without its end of
+  // epoch: the stream's end ends it. Every input has ended now: a's epochs
+  // count, lost b's 1 does not.
+  ea.epochs_seen = 3;
+  CHECK(in.end_stream(ea) == std::vector<uint64_t>{2});
   CHECK(in.epochs_forwarded() == 3);
+}
+
+TEST_CASE_METHOD(peers,
+                 "a stream's end ends no epoch its input had ended already",
+                 "[credit]") {
+  // Two readers of 2 epochs each: every epoch ended by end_of_epoch, then
+  // the streams end. Nothing more is forwarded (before, each stream end
+  // ended one epoch more: a cache then ended its first replay when its
+  // input ended).
+  inbound in;
+  in.add(a, "a", 4, 0);
+  in.add(b, "b", 4, 0);
+  auto& ea = in.edges()[0];
+  auto& eb = in.edges()[1];
+  for (auto* e : {&ea, &eb})
+    e->epochs_seen = 2;
+  CHECK(in.end_epoch(ea, 0).empty());
+  CHECK(in.end_epoch(eb, 0) == std::vector<uint64_t>{0});
+  CHECK(in.end_epoch(ea, 1).empty());
+  CHECK(in.end_epoch(eb, 1) == std::vector<uint64_t>{1});
+  CHECK(in.end_stream(ea).empty());
+  CHECK(in.end_stream(eb).empty());
+  CHECK(in.all_ended());
+  CHECK(in.epochs_forwarded() == 2);
+  // An input that ended its stream before its last end of epoch came.
+  inbound other;
+  other.add(a, "a", 4, 0);
+  auto& e = other.edges()[0];
+  e.epochs_seen = 1;
+  CHECK(other.end_stream(e) == std::vector<uint64_t>{0});
+  // and one that delivered nothing.
+  inbound none;
+  none.add(a, "a", 4, 0);
+  CHECK(none.end_stream(none.edges()[0]).empty());
 }
 
 TEST_CASE_METHOD(peers,
