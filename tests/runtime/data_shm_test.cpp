@@ -343,12 +343,17 @@ TEST_CASE("senders on several threads never hand out one block twice",
   };
   std::thread receiver([&] {
     for (;;) {
+      // Read `done` before taking what was sent: what a sender added
+      // before it ended is then in this batch or an earlier one. (Read
+      // after, a batch taken empty just before the last senders' blocks
+      // came left those blocks unreceived, and held() above 0.)
+      bool last = done.load();
       std::vector<std::pair<shm::block_ref, char>> batch;
       {
         std::lock_guard<std::mutex> g(mtx);
         batch.swap(sent);
       }
-      if (batch.empty() && done.load())
+      if (batch.empty() && last)
         break;
       for (auto& [r, seed] : batch) {
         std::string why;
