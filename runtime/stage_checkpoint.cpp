@@ -24,8 +24,18 @@ std::string save_stage(stage_state& st) {
   std::vector<uint64_t> ended;
   for (auto& e : st.in.edges())
     ended.push_back(e.epochs_ended);
-  return save_state(stage_state_tag, st.in.epochs_forwarded(), ended,
-                    st.setup.logic->snapshot());
+  // save_state(tag, forwarded, ended, logic), with the logic's snapshot
+  // (a cache's whole epoch) copied once: the values before it, and its
+  // length as the serializer writes a string's, then its bytes.
+  auto logic = st.setup.logic->snapshot();
+  std::vector<char> head;
+  caf::binary_serializer sink{nullptr, head};
+  auto forwarded = st.in.epochs_forwarded();
+  auto size = logic.size();
+  if (sink(forwarded, ended) || sink.begin_sequence(size))
+    throw std::runtime_error("cannot serialize the " + stage_state_tag
+                             + " state");
+  return frame_state(stage_state_tag, head, logic);
 }
 
 } // namespace

@@ -35,18 +35,29 @@ bool read_header(const std::string& bytes, frame_header& h) {
 
 std::string frame_state(const std::string& tag,
                         const std::vector<char>& payload) {
-  std::vector<char> buf;
-  buf.reserve(payload.size() + tag.size() + 24);
-  caf::binary_serializer sink{nullptr, buf};
+  return frame_state(tag, payload, std::string_view{});
+}
+
+std::string frame_state(const std::string& tag, const std::vector<char>& head,
+                        std::string_view tail) {
+  // The header, then the payload copied once into the result (a large
+  // state, a cache's epoch, is copied no more than that).
+  std::vector<char> header;
+  caf::binary_serializer sink{nullptr, header};
   auto magic = state_magic;
   auto format = state_format;
   auto name = tag;
-  auto crc = crc32c(payload.data(), payload.size());
-  auto size = payload.size();
+  auto crc = crc32c_extend(crc32c(head.data(), head.size()), tail.data(),
+                           tail.size());
+  auto size = head.size() + tail.size();
   if (sink(magic, format, name, crc) || sink.begin_sequence(size))
     throw std::runtime_error("cannot serialize the " + tag + " state");
-  buf.insert(buf.end(), payload.begin(), payload.end());
-  return std::string(buf.begin(), buf.end());
+  std::string result;
+  result.reserve(header.size() + size);
+  result.append(header.data(), header.size());
+  result.append(head.data(), head.size());
+  result.append(tail.data(), tail.size());
+  return result;
 }
 
 std::string_view unframe_state(const std::string& bytes,

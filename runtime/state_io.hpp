@@ -44,6 +44,11 @@ inline constexpr uint16_t state_format = 2;
 std::string frame_state(const std::string& tag,
                         const std::vector<char>& payload);
 
+/// The frame around the payload `head` followed by `tail` (copied once:
+/// a stage's state around its logic's large snapshot).
+std::string frame_state(const std::string& tag, const std::vector<char>& head,
+                        std::string_view tail);
+
 /// The payload of the frame `bytes` (a view into it). Throws
 /// std::invalid_argument when `bytes` is not a frame (naming the format
 /// 1 of ActorFlow 0.1 when it may be one), is of another format version,
@@ -57,6 +62,23 @@ std::string_view unframe_state(const std::string& bytes,
 std::string state_tag(const std::string& bytes);
 
 /// Throws std::runtime_error if a value cannot be serialized.
+template <class... Ts>
+std::string save_state(const std::string& tag, const Ts&... xs);
+
+/// save_state for a state of about `bytes` bytes (a cache's epoch): the
+/// buffer is reserved once instead of growing (and being faulted in) by
+/// doubling.
+template <class... Ts>
+std::string save_sized_state(size_t bytes, const std::string& tag,
+                             const Ts&... xs) {
+  std::vector<char> payload;
+  payload.reserve(bytes);
+  caf::binary_serializer sink{nullptr, payload};
+  if (auto err = sink(const_cast<Ts&>(xs)...))
+    throw std::runtime_error("cannot serialize the " + tag + " state");
+  return frame_state(tag, payload);
+}
+
 template <class... Ts>
 std::string save_state(const std::string& tag, const Ts&... xs) {
   std::vector<char> payload;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/crc32c.hpp"
 #include "runtime/state_io.hpp"
 
 namespace {
@@ -42,6 +43,34 @@ TEST_CASE("a state frame gives back the values saved under its tag",
   CHECK(bytes.substr(0, 4) == "AFST");
   CHECK(static_cast<uint8_t>(bytes[4]) == 0);
   CHECK(static_cast<uint8_t>(bytes[5]) == af::state_format);
+}
+
+TEST_CASE("a frame built from a head and a tail, and a sized state, are "
+          "the frame save_state writes",
+          "[state_io]") {
+  // A stage's state around its logic's snapshot (stage_checkpoint.cpp):
+  // the values before the string and the string's length, then its bytes.
+  std::string big(100000, 'x');
+  for (size_t i = 0; i < big.size(); ++i)
+    big[i] = static_cast<char>(i * 7);
+  std::vector<uint64_t> ended{3, 4};
+  auto whole = af::save_state("stage/1", uint64_t{2}, ended, big);
+  std::vector<char> head;
+  caf::binary_serializer sink{nullptr, head};
+  uint64_t forwarded = 2;
+  auto size = big.size();
+  REQUIRE_FALSE(sink(forwarded, ended));
+  REQUIRE_FALSE(sink.begin_sequence(size));
+  CHECK(af::frame_state("stage/1", head, big) == whole);
+  CHECK(af::save_sized_state(big.size() + 64, "stage/1", uint64_t{2}, ended,
+                             big)
+        == whole);
+  // The CRC of the two parts is the CRC of both in one.
+  CHECK(af::crc32c_extend(af::crc32c(big.data(), 1000), big.data() + 1000,
+                          big.size() - 1000)
+        == af::crc32c(big.data(), big.size()));
+  CHECK(af::crc32c_extend(af::crc32c(big.data(), big.size()), nullptr, 0)
+        == af::crc32c(big.data(), big.size()));
 }
 
 TEST_CASE("a state frame is refused under another tag, damaged, truncated "
