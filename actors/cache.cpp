@@ -11,6 +11,7 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
+#include "runtime/state_io.hpp"
 #include "runtime/topology.hpp"
 
 namespace af {
@@ -55,13 +56,7 @@ public:
                                + std::to_string(item.epoch)
                                + "; give the cache a single-epoch input and "
                                  "set cache.epochs instead");
-    auto bytes = item.byte_size();
-    if (spill_ == nullptr && memory_bytes_ + bytes <= max_memory_) {
-      memory_bytes_ += bytes;
-      memory_.push_back(item);
-    } else {
-      spill(item);
-    }
+    keep(item);
     seq_ = std::max(seq_, item.seq + 1);
     first_pass_records_ += static_cast<uint64_t>(item.records());
     out.push(std::move(item));
@@ -74,7 +69,7 @@ public:
       return false;
     batch b;
     if (next_ < memory_.size()) {
-      b = memory_[next_++];
+      b = memory_[next_];
     } else if (!read_spilled(b)) {
       out.end_epoch(epoch_);
       ++epoch_;
@@ -83,6 +78,7 @@ public:
         std::rewind(spill_);
       return epoch_ < static_cast<uint64_t>(epochs_);
     }
+    ++next_;
     b.epoch = epoch_;
     b.seq = seq_++;
     out.push(std::move(b));
@@ -99,7 +95,102 @@ public:
                                          * static_cast<uint64_t>(epochs_))});
   }
 
+  // The cached items themselves (the memory's, then the spill file's) and
+  // where the replay stands: a checkpoint holds the whole cached epoch, so
+  // that a resumed job replays it without reading its input again. In the
+  // first pass these are the items passed on so far (the input goes on
+  // after them); in a replayed epoch `next_` items of it went out.
+  std::string snapshot() const override {
+    std::vector<batch> items = memory_;
+    if (spill_ != nullptr) {
+      if (epoch_ == 0 && std::fflush(spill_) != 0)
+        throw std::runtime_error("cache: cannot write the spill file in "
+                                 + spill_dir_ + ": " + std::strerror(errno));
+      std::vector<char> buf;
+      for (uint64_t at = 0; at < spill_end_;) {
+        uint64_t n = 0;
+        pread_all(&n, sizeof n, at);
+        buf.resize(n);
+        pread_all(buf.data(), n, at + sizeof n);
+        batch b;
+        caf::binary_deserializer source{nullptr, buf};
+        if (source(b))
+          throw std::runtime_error("cache: the spill file is corrupt");
+        items.push_back(std::move(b));
+        at += sizeof n + n;
+      }
+    }
+    // (The tensors' bytes, and room for each item's names and shapes.)
+    return save_sized_state(memory_bytes_ + spilled_bytes_
+                              + 1024 * (items.size() + 1),
+                            "cache/1", items, epoch_, next_, seq_,
+                            first_pass_records_);
+  }
+
+  void restore(const std::string& state) override {
+    std::vector<batch> items;
+    uint64_t epoch = 0, next = 0, seq = 0, records = 0;
+    load_state(state, "cache/1", items, epoch, next, seq, records);
+    if (epoch > static_cast<uint64_t>(epochs_))
+      throw std::invalid_argument(
+        "the checkpoint's cache is in epoch " + std::to_string(epoch)
+        + ", past cache.epochs = " + std::to_string(epochs_));
+    if (epoch > 0 && next > items.size())
+      throw std::invalid_argument("the checkpoint's cache replayed "
+                                  + std::to_string(next) + " of "
+                                  + std::to_string(items.size()) + " items");
+    close_spill();
+    memory_.clear();
+    memory_bytes_ = 0;
+    spill_end_ = 0;
+    spilled_bytes_ = 0;
+    for (auto& item : items)
+      keep(item);
+    epoch_ = 0;
+    seq_ = seq;
+    first_pass_records_ = records;
+    if (epoch > 0) {
+      start_replay();
+      epoch_ = epoch;
+      // Skip what this epoch replayed already: the memory's by index, the
+      // spill file's by reading past it.
+      batch skipped;
+      for (next_ = memory_.size(); next_ < next; ++next_)
+        if (!read_spilled(skipped))
+          throw std::logic_error("cache: the spill file ended early");
+      next_ = next;
+    }
+  }
+
 private:
+  // Into memory while it fits, else (and from then on) into the spill file.
+  void keep(const batch& item) {
+    auto bytes = item.byte_size();
+    if (spill_ == nullptr && memory_bytes_ + bytes <= max_memory_) {
+      memory_bytes_ += bytes;
+      memory_.push_back(item);
+    } else {
+      spill(item);
+    }
+  }
+
+  void pread_all(void* to, size_t n, uint64_t at) const {
+    auto* p = static_cast<char*>(to);
+    while (n > 0) {
+      auto got = ::pread(::fileno(spill_), p, n, static_cast<off_t>(at));
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got <= 0)
+        throw std::runtime_error("cache: cannot read the spill file in "
+                                 + spill_dir_ + ": "
+                                 + (got < 0 ? std::strerror(errno)
+                                            : "it is truncated"));
+      p += got;
+      n -= static_cast<size_t>(got);
+      at += static_cast<uint64_t>(got);
+    }
+  }
+
   void start_replay() {
     epoch_ = 1;
     next_ = 0;
@@ -129,6 +220,7 @@ private:
       throw std::runtime_error("cache: cannot write the spill file in "
                                + spill_dir_ + ": " + std::strerror(errno));
     spilled_bytes_ += n;
+    spill_end_ += sizeof n + n;
   }
 
   bool read_spilled(batch& out) {
@@ -160,10 +252,11 @@ private:
   std::vector<batch> memory_;
   uint64_t memory_bytes_ = 0;
   uint64_t spilled_bytes_ = 0;
+  uint64_t spill_end_ = 0; // bytes written to the spill file
   std::FILE* spill_ = nullptr;
   std::vector<char> buf_;
   uint64_t epoch_ = 0;
-  size_t next_ = 0;
+  uint64_t next_ = 0; // items replayed in this epoch
   uint64_t first_pass_records_ = 0;
   // Replayed items continue the first pass's sequence numbers, so that they
   // stay unique (deterministic mode reorders by them).
@@ -179,8 +272,6 @@ stage_type cache_type() {
   t.description = "keeps the first epoch (memory, then a spill file) and "
                   "replays it";
   t.blocking = true;  // spilling and replaying do file I/O
-  t.no_checkpoints = "its cached epoch (up to cache.max_memory_bytes, then a "
-                     "spill file) is not part of checkpoints yet";
   t.check = [](const topology::Stage& s) -> std::string {
     if (s.config_case() != topology::Stage::kCache
         && s.config_case() != topology::Stage::CONFIG_NOT_SET)

@@ -7,11 +7,18 @@
 # Fashion-MNIST comes from Debian's dataset-fashion-mnist, converted once
 # into DATA_DIR (JPEG TFRecords, as scripts/demo does); the example's paths
 # are pointed there.
+# An example with a `checkpoint` section (fmnist_mlp, the main job) is run
+# as `scripts/demo --resume` is meant to be used: its checkpoints go to a
+# temporary directory, every 2000 steps (instead of its once a minute: the
+# whole job takes less here), the run is SIGKILLed once the first
+# checkpoint is complete, and `actorflow run --resume` finishes it; the
+# target is checked on the resumed run, which must say it resumed.
 #   examples_test.sh ACTORFLOW EXAMPLE_DIR NAME DATA_DIR
 set -euo pipefail
 bin=$1 examples=$2 name=$3 data=$4
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+killed=
+trap '[ -z "$killed" ] || kill -9 "$killed" 2>/dev/null; rm -rf "$work"' EXIT
 
 if [[ $name == fmnist_* ]]; then
   mkdir -p "$data"
@@ -29,10 +36,38 @@ if [[ $name == fmnist_* ]]; then
   fi
   flock -u 9
 fi
-sed "s|build/data/fmnist/|$data/|" "$examples/$name.pbtxt" > "$work/job.pbtxt"
-"$bin" run "$work/job.pbtxt" --no-progress > "$work/out" 2> "$work/err" || {
+sed -e "s|build/data/fmnist/|$data/|" \
+    -e "s|^\(  dir: \)\"[^\"]*\"|\1\"$work/ckpt\"|" \
+    -e "s|^  every_seconds: .*|  every_steps: 2000|" \
+    "$examples/$name.pbtxt" > "$work/job.pbtxt"
+resume=()
+if grep -q '^checkpoint {' "$work/job.pbtxt"; then
+  grep -q "dir: \"$work/ckpt\"" "$work/job.pbtxt" && grep -q '^  every_steps: 2000' "$work/job.pbtxt" || {
+    echo "FAIL: could not point the checkpoints of $name to $work/ckpt, every 2000 steps"; exit 1; }
+  "$bin" run "$work/job.pbtxt" --no-progress > "$work/out1" 2> "$work/err1" &
+  killed=$!
+  start=$SECONDS
+  until compgen -G "$work/ckpt/ckpt-*/MANIFEST" > /dev/null; do
+    if ! kill -0 "$killed" 2>/dev/null; then
+      cat "$work/out1" "$work/err1"
+      echo "FAIL: $name ended before its first checkpoint"; exit 1
+    fi
+    [ $((SECONDS - start)) -lt 600 ] || { echo "FAIL: no checkpoint of $name within 600 s"; exit 1; }
+    sleep 0.2
+  done
+  kill -9 "$killed"
+  wait "$killed" 2>/dev/null || true
+  killed=
+  echo "SIGKILLed $name after $((SECONDS - start)) s, once $(basename "$(dirname "$(compgen -G "$work/ckpt/ckpt-*/MANIFEST" | tail -1)")") was complete"
+  resume=(--resume)
+fi
+"$bin" run "$work/job.pbtxt" --no-progress "${resume[@]}" > "$work/out" 2> "$work/err" || {
   cat "$work/out" "$work/err"; echo "FAIL: $name did not finish"; exit 1; }
 cat "$work/out"
+if [ ${#resume[@]} -gt 0 ]; then
+  grep -q '^  resumed from .*(step [1-9]' "$work/out" || {
+    cat "$work/err"; echo "FAIL: the second run of $name did not resume from a checkpoint"; exit 1; }
+fi
 line=$(grep '^  test (step' "$work/out") || { echo "FAIL: no test line"; exit 1; }
 # number WHAT VALUE: VALUE is one number in [0, 1] (an accuracy, an AUC),
 # or the test fails: a summary that does not parse must not pass.

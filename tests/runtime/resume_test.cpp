@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "actors/strided_source.hpp"
@@ -46,16 +47,23 @@ struct recorded {
 // A sink that keeps every id it consumes as its state: the state
 // is checkpointed and restored, so after a resume it holds what the whole
 // job consumed. Reports "step" = items consumed (checkpoint.every_steps).
+// With by_item_epoch (behind a cache, whose replays repeat the first
+// epoch's ids) it keeps item epoch * 10^6 + id.
 class id_recorder : public stage_logic {
 public:
   id_recorder(const stage_info& info, std::shared_ptr<recorded> out,
-              int64_t sleep_us)
-    : label_(info.label()), out_(std::move(out)), sleep_us_(sleep_us) {}
+              int64_t sleep_us, bool by_item_epoch)
+    : label_(info.label()),
+      out_(std::move(out)),
+      sleep_us_(sleep_us),
+      by_item_epoch_(by_item_epoch) {}
 
   void process(batch&& item, emitter&) override {
     auto& t = item.at("id");
+    auto base = by_item_epoch_ ? static_cast<int64_t>(item.epoch) * 1000000
+                               : 0;
     for (int64_t i = 0; i < t.elements(); ++i)
-      seen_.push_back(t.template data_as<int64_t>()[i]);
+      seen_.push_back(base + t.template data_as<int64_t>()[i]);
     ++steps_;
     if (sleep_us_ > 0)
       std::this_thread::sleep_for(std::chrono::microseconds{sleep_us_});
@@ -84,6 +92,7 @@ private:
   std::string label_;
   std::shared_ptr<recorded> out_;
   int64_t sleep_us_;
+  bool by_item_epoch_;
   std::vector<int64_t> seen_;
   uint64_t steps_ = 0;
 };
@@ -112,9 +121,20 @@ struct resume_fixture : fixture {
     auto out = rec;
     sink.make = [out](const stage_info& info, const topology::Stage& s) {
       return std::make_shared<id_recorder>(info, out,
-                                           option(s, "sleep_us", 0));
+                                           option(s, "sleep_us", 0),
+                                           option(s, "by_item_epoch", 0) != 0);
     };
     reg.add(sink);
+    // A stage whose state is not checkpointed (the topology check refuses
+    // it in a job with checkpoints).
+    stage_type forgetful;
+    forgetful.name = "forgetful";
+    forgetful.kind = stage_kind::transform;
+    forgetful.no_checkpoints = "it keeps no state";
+    forgetful.make = [](const stage_info&, const topology::Stage&) {
+      return std::make_shared<stage_logic>();
+    };
+    reg.add(forgetful);
   }
 
   ~resume_fixture() { std::filesystem::remove_all(dir); }
@@ -282,17 +302,17 @@ TEST_CASE_METHOD(resume_fixture,
                  "not checkpointed",
                  "[checkpoint]") {
   auto text = topology("") + R"(
-    stage { name: "cache" type: "cache" input { stage: "other" } }
+    stage { name: "mid" type: "forgetful" input { stage: "other" } }
     stage { name: "other" type: "id_source" }
-    stage { name: "tail" type: "id_recorder" input { stage: "cache" } }
+    stage { name: "tail" type: "id_recorder" input { stage: "mid" } }
   )";
   auto loaded = load_topology_text(text, "t.pbtxt", reg);
   REQUIRE_FALSE(loaded.ok());
   std::string all;
   for (auto& e : loaded.errors)
     all += e.to_string() + "\n";
-  CHECK_THAT(all, Catch::Contains("stage 'cache' (cache) cannot be "
-                                  "checkpointed"));
+  CHECK_THAT(all, Catch::Contains("stage 'mid' (forgetful) cannot be "
+                                  "checkpointed: it keeps no state"));
   auto bad = topology("keep: 0 every_steps: -1");
   loaded = load_topology_text(bad, "t.pbtxt", reg);
   REQUIRE_FALSE(loaded.ok());
@@ -301,4 +321,120 @@ TEST_CASE_METHOD(resume_fixture,
     all += e.to_string() + "\n";
   CHECK_THAT(all, Catch::Contains("checkpoint.keep must be >= 1"));
   CHECK_THAT(all, Catch::Contains("checkpoint.every_steps must be >= 0"));
+}
+
+namespace {
+
+// The cache's place in a checkpoint: its epoch, the items replayed of it,
+// and how many items it holds; or that it had ended (no part of its own).
+struct cache_cut {
+  bool ended = false;
+  uint64_t epoch = 0;
+  uint64_t next = 0;
+  size_t items = 0;
+};
+
+// Makes `step` the newest checkpoint in `dir`: a copy of `all`'s
+// checkpoints up to it.
+void keep_up_to(const std::string& all, const std::string& dir,
+                uint64_t step) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(all, dir, std::filesystem::copy_options::recursive);
+  checkpoint_store store{dir};
+  for (auto s : store.steps())
+    if (s > step)
+      std::filesystem::remove_all(store.path_of(s));
+}
+
+cache_cut cache_state_at(const std::string& all, const std::string& dir,
+                         uint64_t step) {
+  keep_up_to(all, dir, step);
+  auto c = checkpoint_store{dir}.latest();
+  REQUIRE(c);
+  REQUIRE(c->step == step);
+  for (auto& part : c->parts)
+    if (part.name == "cache[0]") {
+      uint64_t forwarded = 0;
+      std::vector<uint64_t> ended;
+      std::string logic;
+      load_state(part.bytes, "stage/1", forwarded, ended, logic);
+      std::vector<batch> items;
+      uint64_t seq = 0, records = 0;
+      cache_cut cut;
+      load_state(logic, "cache/1", items, cut.epoch, cut.next, seq, records);
+      cut.items = items.size();
+      return cut;
+    }
+  return cache_cut{true};
+}
+
+} // namespace
+
+TEST_CASE_METHOD(resume_fixture,
+                 "a cache resumes from a cut in its first pass and from one "
+                 "in a replayed epoch, in memory and spilled",
+                 "[checkpoint]") {
+  // max_memory_bytes 1000 keeps a dozen of the 200 items in memory and
+  // spills the rest.
+  auto memory = GENERATE(as<std::string>{}, "", "max_memory_bytes: 1000");
+  CAPTURE(memory);
+  auto text = R"(
+      runtime { metrics_interval_s: 0.05 }
+      stage { name: "read" type: "id_source" replicas: 2
+              options { key: "records" value: "2000" }
+              options { key: "epochs" value: "1" } }
+      stage { name: "cache" type: "cache" input { stage: "read" }
+              cache { epochs: 3 )" + memory + R"( } }
+      stage { name: "shuffle" type: "shuffle" input { stage: "cache" }
+              shuffle { buffer_size: 300 records_per_item: 16 } }
+      stage { name: "batch" type: "batcher" input { stage: "shuffle" }
+              batcher { batch_size: 32 } }
+      stage { name: "sink" type: "id_recorder" replicas: 2
+              input { stage: "batch" window: 2 }
+              options { key: "sleep_us" value: "5000" }
+              options { key: "by_item_epoch" value: "1" } }
+      checkpoint { dir: ")"
+              + dir + "\" every_steps: 8 keep: 1000 at_end: false }";
+  {
+    // The whole job (188 steps), with a checkpoint every 8 steps (about
+    // every 30: the pipeline pauses for each cut).
+    auto j = start(text, false);
+    auto r = j.wait_for(std::chrono::seconds{60});
+    REQUIRE(r);
+    REQUIRE(r->ok);
+    check_exactly_once();
+  }
+  auto all = dir + "-all";
+  std::filesystem::remove_all(all);
+  std::filesystem::rename(dir, all);
+  auto steps = checkpoint_store{all}.steps();
+  REQUIRE(steps.size() >= 4);
+  // From the latest cut inside a replayed epoch, part-way through it, and
+  // from the latest cut of the first pass (later checkpoints removed).
+  std::optional<uint64_t> in_replay, in_first;
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    auto cut = cache_state_at(all, dir, *it);
+    if (cut.ended)
+      continue;
+    if (!in_replay && cut.epoch >= 1 && cut.epoch < 3 && cut.next > 0
+        && cut.next < cut.items)
+      in_replay = *it;
+    if (!in_first && cut.epoch == 0 && cut.items > 0)
+      in_first = *it;
+  }
+  REQUIRE(in_replay);
+  REQUIRE(in_first);
+  for (auto step : {*in_replay, *in_first}) {
+    CAPTURE(step);
+    keep_up_to(all, dir, step);
+    rec->ids.clear();
+    auto j = start(text, true);
+    auto r = j.wait_for(std::chrono::seconds{60});
+    REQUIRE(r);
+    REQUIRE(r->ok);
+    CHECK(r->resumed_step == step);
+    check_exactly_once();
+  }
+  std::filesystem::remove_all(all);
+  REQUIRE(all_actors_exit(sys));
 }
