@@ -168,6 +168,13 @@ void pump(stage_self self) {
         continue;
       }
       if (st.finished) {
+        // Not before every consumer opened its edge. A replica that ends
+        // at once (one that had ended at a resumed checkpoint's cut) would
+        // otherwise be gone before a consumer on its node read its
+        // wiring, where CAF then gives the consumer a null handle for it.
+        if (std::any_of(st.out.edges().begin(), st.out.edges().end(),
+                        [](auto& e) { return !e.open; }))
+          break;
         finish_and_exit(self);
         return;
       }
@@ -414,6 +421,20 @@ void wire(stage_self self, const wiring& w) {
     spdlog::error("{}: wired twice; the second wiring is dropped", st.label);
     return;
   }
+  // A peer that had exited before this wiring was read on this node comes
+  // as a null handle: a clear error, not a crash.
+  for (auto& u : w.upstreams)
+    if (!u.peer) {
+      fail(self, "input '" + u.name + "' had exited before this replica "
+                   "was wired");
+      return;
+    }
+  for (auto& d : w.downstreams)
+    if (!d.peer) {
+      fail(self, "consumer '" + d.name + "' had exited before this "
+                   "replica was wired");
+      return;
+    }
   for (auto& u : w.upstreams) {
     auto peer = caf::actor_cast<stage_actor>(u.peer);
     st.in.add(peer, u.name, u.window, u.byte_budget);

@@ -512,6 +512,45 @@ EOF
   shard_node_frozen_local_trainers)
     shard_frozen local
     ;;
+  cache_resume)
+    # A cache on a node is checkpointed, and a job resumed from a cut in
+    # its replay (its reader ended before the cut) runs on the same nodes:
+    # the reader, ended again at once, must not be gone before the cache
+    # on its node reads its wiring (CAF then hands the cache a null handle
+    # for it: the node crashed there). Each (epoch, record) exactly once,
+    # by the sink's record ids.
+    images=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 't10k-images-idx3' | head -1)
+    [ -n "$images" ] || skip_missing "needs Debian's dataset-fashion-mnist"
+    start_node w1; start_node w2
+    topology multi_cache "${port[w1]}" "${port[w2]}"
+    sed -i -e "s|@IMAGES@|$images|" -e "s|@LABELS@|${images/images-idx3/labels-idx1}|" \
+      -e "s|@IDS@|$tmp/ids.txt|" -e "s|@D@|$tmp/ckpt|" "$topo"
+    start_job 60 "$tmp/ids.txt" '^[0-9]\+ 1 '
+    # The sink consumes epoch 1 (a replay): the next checkpoint is cut in
+    # the replay. Then the coordinator is killed.
+    touch "$tmp/replaying"
+    for ((i = 0; i < 100; ++i)); do
+      [ -n "$(find "$tmp/ckpt" -name MANIFEST -newer "$tmp/replaying" 2>/dev/null)" ] && break
+      alive $job || break
+      sleep 0.1
+    done
+    [ -n "$(find "$tmp/ckpt" -name MANIFEST -newer "$tmp/replaying" 2>/dev/null)" ] \
+      || fail "no checkpoint within 10 s of the replay's start"
+    # (The run itself, then its timeout(1) wrapper.)
+    pkill -KILL -P "$job" 2>/dev/null
+    kill -KILL "$job" 2>/dev/null
+    wait $job 2>/dev/null
+    job=
+    echo "killed the coordinator after a checkpoint in the replay"
+    run_limited 60 run "$topo" --no-progress --resume
+    expect_rc 0
+    expect_out "^  resumed from $tmp/ckpt/ckpt-"
+    # The reader had ended at the cut: it read nothing in the resumed run.
+    expect_out "^  read  *1  *0  *0 "
+    python3 "$here/record_ids.py" exactly-once --by-epoch --epochs 3 --records 10000 \
+      "$tmp/ids.txt" || fail "the sink's record ids: not every record exactly once per epoch"
+    expect_clean_end
+    ;;
   bind_loopback)
     start_node w1 0
     p=${port[w1]}
