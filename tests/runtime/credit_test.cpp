@@ -26,6 +26,14 @@ struct peers {
   af::stage_actor a = caf::actor_cast<af::stage_actor>(sys.spawn(idle, 0));
   af::stage_actor b = caf::actor_cast<af::stage_actor>(sys.spawn(idle, 0));
   ~peers() { caf::anon_send_exit(b, caf::exit_reason::kill); }
+
+  // Inputs from a and b, window 4 each.
+  af::inbound from_both() const {
+    af::inbound in;
+    in.add(a, "a", 4, 0);
+    in.add(b, "b", 4, 0);
+    return in;
+  }
 };
 
 } // namespace
@@ -118,9 +126,7 @@ TEST_CASE_METHOD(peers,
                  "a lost input ends without holding back the epochs of the "
                  "others",
                  "[credit]") {
-  inbound in;
-  in.add(a, "a", 4, 0);
-  in.add(b, "b", 4, 0);
+  auto in = from_both();
   auto& ea = in.edges()[0];
   auto& eb = in.edges()[1];
   CHECK(in.end_epoch(ea, 0).empty()); // b has not ended epoch 0
@@ -143,9 +149,7 @@ TEST_CASE_METHOD(peers,
   // the streams end. Nothing more is forwarded (before, each stream end
   // ended one epoch more: a cache then ended its first replay when its
   // input ended).
-  inbound in;
-  in.add(a, "a", 4, 0);
-  in.add(b, "b", 4, 0);
+  auto in = from_both();
   auto& ea = in.edges()[0];
   auto& eb = in.edges()[1];
   for (auto* e : {&ea, &eb})

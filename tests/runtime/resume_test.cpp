@@ -139,21 +139,42 @@ struct resume_fixture : fixture {
 
   ~resume_fixture() { std::filesystem::remove_all(dir); }
 
-  std::string topology(const std::string& checkpoint) const {
+  // read (2 replicas, 2000 records, `epochs`) [-> a cache with `cache` in
+  // its block] -> shuffle -> batch -> 2 recording sinks (sleeping
+  // `sleep_us` per item; by item epoch behind a cache), and `checkpoint`.
+  std::string pipeline(const std::string& epochs,
+                       const std::optional<std::string>& cache,
+                       const std::string& sleep_us,
+                       const std::string& checkpoint) const {
+    std::string from = cache ? "cache" : "read";
     return R"(
       runtime { metrics_interval_s: 0.05 }
       stage { name: "read" type: "id_source" replicas: 2
               options { key: "records" value: "2000" }
-              options { key: "epochs" value: "3" } }
-      stage { name: "shuffle" type: "shuffle" input { stage: "read" }
+              options { key: "epochs" value: ")"
+           + epochs + R"(" } } )"
+           + (cache ? R"(
+      stage { name: "cache" type: "cache" input { stage: "read" }
+              cache { )" + *cache + " } }"
+                    : std::string{})
+           + R"(
+      stage { name: "shuffle" type: "shuffle" input { stage: ")"
+           + from + R"(" }
               shuffle { buffer_size: 300 records_per_item: 16 } }
       stage { name: "batch" type: "batcher" input { stage: "shuffle" }
               batcher { batch_size: 32 } }
       stage { name: "sink" type: "id_recorder" replicas: 2
               input { stage: "batch" window: 2 }
-              options { key: "sleep_us" value: "10000" } }
+              options { key: "sleep_us" value: ")"
+           + sleep_us + R"(" }
+              options { key: "by_item_epoch" value: ")"
+           + (cache ? "1" : "0") + R"(" } }
       checkpoint { dir: ")"
            + dir + "\" " + checkpoint + " }";
+  }
+
+  std::string topology(const std::string& checkpoint) const {
+    return pipeline("3", std::nullopt, "10000", checkpoint);
   }
 
   job start(const std::string& text, bool resume) {
@@ -378,23 +399,8 @@ TEST_CASE_METHOD(resume_fixture,
   // spills the rest.
   auto memory = GENERATE(as<std::string>{}, "", "max_memory_bytes: 1000");
   CAPTURE(memory);
-  auto text = R"(
-      runtime { metrics_interval_s: 0.05 }
-      stage { name: "read" type: "id_source" replicas: 2
-              options { key: "records" value: "2000" }
-              options { key: "epochs" value: "1" } }
-      stage { name: "cache" type: "cache" input { stage: "read" }
-              cache { epochs: 3 )" + memory + R"( } }
-      stage { name: "shuffle" type: "shuffle" input { stage: "cache" }
-              shuffle { buffer_size: 300 records_per_item: 16 } }
-      stage { name: "batch" type: "batcher" input { stage: "shuffle" }
-              batcher { batch_size: 32 } }
-      stage { name: "sink" type: "id_recorder" replicas: 2
-              input { stage: "batch" window: 2 }
-              options { key: "sleep_us" value: "5000" }
-              options { key: "by_item_epoch" value: "1" } }
-      checkpoint { dir: ")"
-              + dir + "\" every_steps: 8 keep: 1000 at_end: false }";
+  auto text = pipeline("1", "epochs: 3 " + memory, "5000",
+                       "every_steps: 8 keep: 1000 at_end: false");
   {
     // The whole job (188 steps), with a checkpoint every 8 steps (about
     // every 30: the pipeline pauses for each cut).
