@@ -162,6 +162,7 @@ public:
   void restore(const std::string& state) override {
     load_state(state, "trainer/1", steps_, samples_, skipped_, epoch_,
                epoch_loss_, epoch_samples_);
+    resumed_samples_ = samples_;
     if (ids_)
       ids_->restore(steps_);
   }
@@ -170,6 +171,7 @@ public:
     out.push_back({"epoch", static_cast<double>(epoch_)});
     out.push_back({"step", static_cast<double>(steps_)});
     out.push_back({"samples", static_cast<double>(samples_)});
+    out.push_back({"samples_resumed", static_cast<double>(resumed_samples_)});
     out.push_back({"loss", mean_loss()});
     out.push_back({"samples_per_s", samples_per_s()});
     out.push_back({"staleness_mean",
@@ -344,8 +346,11 @@ private:
   double samples_per_s() const {
     if (first_ == clock_type::time_point{})
       return 0;
+    // Those trained in this run: a resumed trainer's restored count is of
+    // the run before.
     auto secs = seconds_since(first_);
-    return secs > 0 ? static_cast<double>(samples_) / secs : 0.0;
+    return secs > 0 ? static_cast<double>(samples_ - resumed_samples_) / secs
+                    : 0.0;
   }
 
   stage_info info_;
@@ -359,6 +364,7 @@ private:
   int next_ = 0;
   bool prefetched_ = false; // a pull for the next step is outstanding
   uint64_t steps_ = 0, samples_ = 0, skipped_ = 0, epoch_ = 0;
+  uint64_t resumed_samples_ = 0; // restored from a checkpoint
   double epoch_loss_ = 0;
   uint64_t epoch_samples_ = 0;
   double staleness_sum_ = 0;

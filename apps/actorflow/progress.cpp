@@ -30,8 +30,8 @@ training_view training_of(const job_progress& p) {
   training_view t;
   int trainers = 0;
   for (auto& s : p.stages) {
-    double step = -1, epoch = 0, samples = 0, rate = 0, loss = 0, stale = 0,
-           skipped = 0;
+    double step = -1, epoch = 0, samples = 0, resumed = 0, rate = 0,
+           loss = 0, stale = 0, skipped = 0;
     for (auto& m : s.metrics) {
       if (m.name == "step")
         step = m.value;
@@ -39,6 +39,8 @@ training_view training_of(const job_progress& p) {
         epoch = m.value;
       else if (m.name == "samples")
         samples = m.value;
+      else if (m.name == "samples_resumed")
+        resumed = m.value;
       else if (m.name == "samples_per_s")
         rate = m.value;
       else if (m.name == "loss")
@@ -66,6 +68,7 @@ training_view training_of(const job_progress& p) {
     t.epoch = std::max(t.epoch, epoch + 1);
     t.steps += step;
     t.samples += samples;
+    t.samples_resumed += resumed;
     t.samples_per_s += rate;
     t.loss += loss;
     t.staleness_max = std::max(t.staleness_max, stale);

@@ -44,6 +44,7 @@ struct training_view {
   bool training = false; // some stage reports "step"
   double epoch = 0;      // 1-based, the furthest trainer
   double steps = 0, samples = 0, samples_per_s = 0;
+  double samples_resumed = 0; // of samples: restored from a checkpoint
   double loss = 0;       // mean of the trainers' epoch losses
   double staleness_max = 0, skipped = 0;
   bool evaluated = false;

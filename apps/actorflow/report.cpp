@@ -118,7 +118,8 @@ void print_summary(std::FILE* out, const std::string& job_name,
     std::fprintf(out,
                  "  training: %.0f steps, %.0f samples, %.0f samples/s, "
                  "last epoch's loss %.4f, max staleness %.0f",
-                 t.steps, t.samples, t.samples / secs, t.loss,
+                 t.steps, t.samples, (t.samples - t.samples_resumed) / secs,
+                 t.loss,
                  t.staleness_max);
     if (t.skipped > 0)
       std::fprintf(out, ", %.0f steps skipped (NaN/Inf)", t.skipped);
@@ -140,10 +141,14 @@ void print_summary(std::FILE* out, const std::string& job_name,
                  f.c_str());
   for (auto& line : r.restored)
     std::fprintf(out, "  restored: %s\n", line.c_str());
-  if (!r.resumed_from.empty())
-    std::fprintf(out, "  resumed from %s (step %llu)\n",
-                 r.resumed_from.c_str(),
+  if (!r.resumed_from.empty()) {
+    std::fprintf(out, "  resumed from %s (step %llu)", r.resumed_from.c_str(),
                  static_cast<unsigned long long>(r.resumed_step));
+    if (t.samples_resumed > 0)
+      std::fprintf(out, "; samples/s counts the %.0f samples trained since",
+                   t.samples - t.samples_resumed);
+    std::fprintf(out, "\n");
+  }
   if (r.checkpoints > 0)
     std::fprintf(out, "  checkpoints written: %llu, the newest %s\n",
                  static_cast<unsigned long long>(r.checkpoints),

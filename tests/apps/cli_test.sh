@@ -274,6 +274,19 @@ PY
     done
     echo "the killed run had listed $killed_lines records; on resume:"
     grep -o 'train\[[01]\]: record ids: .*' "$tmp/err"
+    # samples/s counts this run's samples only: 600000 less those the
+    # trainers had trained at the checkpoint (the records their lists kept).
+    kept=$(sed -n 's/.*train\[[01]\]: record ids: .* keeps the \([0-9]\+\) records .*/\1/p' "$tmp/err" \
+      | awk '{ s += $1 } END { print s + 0 }')
+    since=$(sed -n 's/.*; samples\/s counts the \([0-9]\+\) samples trained since$/\1/p' "$tmp/out")
+    [ "$since" = $((600000 - kept)) ] \
+      || fail "the resumed summary counts '$since' samples trained since the resume, not 600000 - $kept"
+    rate=$(sed -n 's/^  training: [0-9]* steps, 600000 samples, \([0-9]*\) samples\/s.*/\1/p' "$tmp/out")
+    secs=$(sed -n "s/^job '.*' finished after \([0-9.]*\) s$/\1/p" "$tmp/out")
+    awk -v r="$rate" -v n="$since" -v s="$secs" \
+      'BEGIN { exit !(r > 0 && s > 0 && r * s >= 0.95 * n && r * s <= 1.05 * n) }' \
+      || fail "samples/s $rate over $secs s is not the $since samples trained since the resume"
+    echo "resumed: $since samples in $secs s, $rate samples/s"
     check_ids "killed and resumed"
     resumed_auc=$(auc_of "$tmp/out")
     awk -v a="$plain_auc" -v b="$resumed_auc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0.8 && d <= 0.01) }' \
