@@ -51,6 +51,9 @@ public:
   ~cache() override { close_spill(); }
 
   void process(batch&& item, emitter& out) override {
+    if (epoch_ > 0) // (the runtime replays only after every input ended)
+      throw std::runtime_error("cache: an item arrived after the replay "
+                               "began");
     if (item.epoch > 0)
       throw std::runtime_error("cache: the input delivered epoch "
                                + std::to_string(item.epoch)

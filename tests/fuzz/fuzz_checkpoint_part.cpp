@@ -5,7 +5,8 @@
 // snapshot, read by stage_logic::restore. Each input is decoded as a
 // whole stage part and, as it is, by the restore of every built-in stage
 // type with a state here (batcher, shuffle, take, skip, transform,
-// synthetic_source). A state must be refused with std::invalid_argument
+// synthetic_source, and cache twice: in memory, and spilling all but the
+// first item to its spill file). A state must be refused with std::invalid_argument
 // or restored into a logic that then processes, ends and finishes its
 // stream without a crash, an exception other than a located error, UB or
 // a runaway loop.
@@ -84,6 +85,11 @@ const std::vector<stage_case>& cases() {
     src->set_records_per_item(3);
     src->set_epochs(2);
     v.push_back({"synthetic_source", s});
+    s.Clear();
+    s.mutable_cache()->set_epochs(3);
+    v.push_back({"cache", s});
+    s.mutable_cache()->set_max_memory_bytes(100);
+    v.push_back({"cache", s});
     return v;
   }();
   return all;
@@ -174,17 +180,29 @@ void write_seeds(const std::string& dir) {
     auto logic = make(c);
     counting_emitter out;
     std::vector<std::string> states{logic->snapshot()};
-    for (int i = 0; i < 4 && logic->produce(out); ++i) {
+    bool cache = std::string{c.type} == "cache";
+    // (A cache produces only once its input ended: it replays.)
+    for (int i = 0; !cache && i < 4 && logic->produce(out); ++i) {
     }
     logic->process(item(0, 0), out);
     logic->process(item(1, 0), out);
     states.push_back(logic->snapshot());
+    if (cache) {
+      // and part-way through its first replay.
+      logic->process(item(2, 0), out);
+      for (int i = 0; i < 2; ++i)
+        logic->produce(out);
+      states.push_back(logic->snapshot());
+    }
+    auto name = std::string{c.type}
+                + (c.spec.has_cache() && c.spec.cache().has_max_memory_bytes()
+                     ? "_spilled"
+                     : "");
     for (size_t i = 0; i < states.size(); ++i) {
       // As the replica's stage part holds it (runtime/stage.cpp).
       auto part = af::save_state("stage/1", uint64_t{i}, std::vector<uint64_t>{i},
                                  states[i]);
-      af::fuzz::write_file(dir + "/" + c.type + "_" + std::to_string(i),
-                           part);
+      af::fuzz::write_file(dir + "/" + name + "_" + std::to_string(i), part);
       make(c)->restore(states[i]); // a seed must be valid: throws if not
     }
   }
