@@ -60,8 +60,11 @@ public:
   // generator.
   std::string snapshot() const override {
     uint64_t rng = rng_.state();
-    return save_state("shuffle/1", gather(buffer_), gather(picked_), rng,
-                      started_, epoch_, seq_);
+    auto buffered = gather(buffer_);
+    auto picked = gather(picked_);
+    return save_sized_state(buffered.byte_size() + picked.byte_size() + 4096,
+                            "shuffle/1", buffered, picked, rng, started_,
+                            epoch_, seq_);
   }
 
   void restore(const std::string& state) override {
