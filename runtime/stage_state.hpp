@@ -1,7 +1,9 @@
 // Internal (not installed): the state of one stage replica actor, shared by
 // the files that implement it.
-//   runtime/stage_actor.cpp       the actor: wiring, the message handlers,
-//                                 the main loop (pump), lost inputs
+//   runtime/stage_actor.cpp       the actor: the message handlers, the
+//                                 main loop (pump), lost inputs
+//   runtime/stage_wiring.cpp      its wiring, and the state a resumed
+//                                 job's replica loads once wired
 //   runtime/stage_checkpoint.cpp  its state at a checkpoint's cut, and
 //                                 loading it again
 //   runtime/stage_output.cpp      what the replica sends: items and markers
@@ -140,6 +142,19 @@ stage_actor via_data_plane(stage_self self, const stage_actor& peer);
 /// to the other consumers first. Does nothing for an unknown `id`.
 void lose_output(stage_self self, peer_id id, const std::string& why,
                  bool abnormal);
+
+// runtime/stage_wiring.cpp
+
+/// wire_atom: adds every input and consumer of `w`, monitors them (and
+/// their stand-ins on the data plane), opens the inputs, and loads a
+/// resumed job's state kept by keep_restore(). False when the replica was
+/// wired already (the wiring is dropped) or failed (a null peer, a state
+/// that does not fit); else the stream may start.
+bool wire(stage_self self, const wiring& w);
+
+/// restore_atom: the state to load once wired (a resumed job's replica);
+/// `ended`: it had ended at the checkpoint's cut.
+void keep_restore(stage_self self, std::string& state, bool ended);
 
 // runtime/stage_checkpoint.cpp
 
