@@ -35,7 +35,7 @@ install(TARGETS actorflow RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # those include. Each documents its calls, their errors and ownership.
 set(AF_PUBLIC_RUNTIME_HEADERS
   batch.hpp census.hpp custom_stage.hpp data_plane.hpp histogram.hpp job.hpp node.hpp pipeline.hpp
-  registry.hpp service.hpp stage.hpp stage_stats.hpp system.hpp tensor.hpp topology.hpp)
+  registry.hpp relocate.hpp service.hpp stage.hpp stage_stats.hpp system.hpp tensor.hpp topology.hpp)
 list(TRANSFORM AF_PUBLIC_RUNTIME_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/runtime/)
 install(FILES ${AF_PUBLIC_RUNTIME_HEADERS}
               ${PROJECT_BINARY_DIR}/runtime/version.hpp

@@ -568,6 +568,15 @@ std::optional<checkpoint> checkpoint_store::latest() const {
   return std::nullopt;
 }
 
+std::optional<checkpoint> checkpoint_store::read(uint64_t step,
+                                                 std::string& why) const {
+  checkpoint c;
+  why = verify(path_of(step), step, &c);
+  if (!why.empty())
+    return std::nullopt;
+  return c;
+}
+
 std::vector<uint64_t> checkpoint_store::steps() const {
   std::vector<uint64_t> out;
   for (auto& [step, path] : list(dir_))

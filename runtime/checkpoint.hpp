@@ -107,6 +107,11 @@ public:
   /// such checkpoints alone).
   std::optional<checkpoint> latest() const;
 
+  /// The checkpoint of `step`, read whole and checked like latest();
+  /// nullopt, with what is wrong in `why` (the path and the problem), when
+  /// it is missing or incomplete. Throws like latest() for I/O errors.
+  std::optional<checkpoint> read(uint64_t step, std::string& why) const;
+
   /// The steps of the complete checkpoints, ascending: MANIFEST verifies
   /// and every part file has its listed size (CRCs of the parts are only
   /// checked by latest(), which reads them). Throws like latest().

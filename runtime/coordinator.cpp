@@ -146,11 +146,25 @@ void on_start(coordinator_self self, const job_layout& l) {
 
 // A replica or a service actor went down: the end of a replica, or a loss
 // that is tolerated, recovered from, or fails the job.
+// A lost node shows as remote_link_unreachable (its process died or froze,
+// or the link was cut) on the actors that ran there; remembered even once
+// the job failed (the failure may have come first, from a stage that lost
+// its peer there). A replica in this process that ended with that reason
+// took it from a lost peer: not itself on a lost node.
+void note_node_loss(coordinator_self self, const std::string& label,
+                    const caf::down_msg& dm) {
+  auto& st = self->state;
+  if (st.lost_to_node.empty() && dm.source.node() != self->node()
+      && dm.reason == caf::exit_reason::remote_link_unreachable)
+    st.lost_to_node = label + " (" + caf::to_string(dm.reason) + ")";
+}
+
 void on_down(coordinator_self self, caf::down_msg& dm) {
   auto& st = self->state;
   for (auto& r : st.replicas)
     if (!r.down && r.handle.address() == dm.source) {
       r.down = true;
+      note_node_loss(self, r.label, dm);
       round_lost(self, r);
       if (!r.done && st.error.empty() && !st.halting) {
         auto reason = dm.reason ? caf::to_string(dm.reason)
@@ -168,6 +182,9 @@ void on_down(coordinator_self self, caf::down_msg& dm) {
       }
     }
   std::vector<std::string> lost;
+  for (auto& [label, handle] : st.services)
+    if (handle.address() == dm.source)
+      note_node_loss(self, label, dm);
   for (auto& [label, handle] : st.services)
     if (handle.address() == dm.source && st.error.empty() && !st.halting
         && !st.restoring.count(label)) {
@@ -266,6 +283,12 @@ void maybe_complete(coordinator_self self) {
   result.final = progress_of(st);
   result.checkpoints = st.checkpoints;
   result.last_checkpoint = st.last_checkpoint;
+  result.last_checkpoint_step = st.last_checkpoint_step;
+  result.lost = st.lost_to_node;
+  // (Not after abort(): a job the user aborted is not started again.)
+  result.recoverable = !result.ok && !st.lost_to_node.empty()
+                       && !st.aborted && st.checkpointing
+                       && st.checkpointing->store;
   if (st.checkpointing) {
     result.resumed_from = st.checkpointing->resumed_from;
     result.resumed_step = st.checkpointing->resumed_step;
@@ -348,7 +371,10 @@ coordinator_main(coordinator_self self, job_options opts,
       record_error(self, "stage " + err.stage + " failed: " + err.cause);
     },
     [=](stop_atom) { on_stop(self); },
-    [=](abort_atom, const std::string& reason) { record_error(self, reason); },
+    [=](abort_atom, const std::string& reason) {
+      self->state.aborted = true;
+      record_error(self, reason);
+    },
     [=](ps_watch_atom) {
       self->state.watchers.push_back(
         caf::actor_cast<caf::actor_addr>(self->current_sender()));

@@ -169,6 +169,7 @@ struct coordinator_state {
   std::vector<std::string> tolerated;
   bool started = false;
   bool stopped = false;
+  bool aborted = false; // job::abort
   std::string error;
   std::map<std::string, stage_stats> stats;
   // Histograms reported since the last progress snapshot.
@@ -193,6 +194,9 @@ struct coordinator_state {
   std::string no_more_checkpoints;
   std::map<std::string, restore_attempt> restoring;
   std::vector<restored_entry> restored;
+  // The first replica or service lost with its node ("batch[0]
+  // (exit_reason(remote_link_unreachable))"): run_result::lost.
+  std::string lost_to_node;
   // The newest checkpoint written found every replica of the cut ended.
   bool last_ended_written = false;
   // What crossed this process to and from the job's nodes (set when the

@@ -144,16 +144,25 @@ void check_resumed_replicas(const topology::Topology& spec,
   }
 }
 
-// --resume: the newest complete checkpoint, checked against the topology
-// (none yet: the job starts from the beginning). Tells `checkpointing` where
-// the job resumed.
+// --resume: the newest complete checkpoint (or that of `step`), checked
+// against the topology (none yet: the job starts from the beginning).
+// Tells `checkpointing` where the job resumed.
 void find_resume_point(const topology::Topology& spec,
                        checkpoint_settings& checkpointing,
+                       std::optional<uint64_t> step,
                        resume_point& resume) {
   if (!checkpointing.store)
     throw std::runtime_error("--resume needs checkpoints: the topology has "
                              "no checkpoint { dir: ... } section");
-  resume.from = checkpointing.store->latest();
+  if (step) {
+    std::string why;
+    resume.from = checkpointing.store->read(*step, why);
+    if (!resume.from)
+      throw std::runtime_error("cannot resume from the checkpoint of step "
+                               + std::to_string(*step) + ": " + why);
+  } else {
+    resume.from = checkpointing.store->latest();
+  }
   if (!resume.from) {
     spdlog::info("--resume: no complete checkpoint in {} yet; starting "
                  "from the beginning",
@@ -493,8 +502,8 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
 
   auto checkpointing = checkpoint_settings_of(spec, reg, opts);
   resume_point resume;
-  if (opts.resume) {
-    find_resume_point(spec, *checkpointing, resume);
+  if (opts.resume || opts.resume_step) {
+    find_resume_point(spec, *checkpointing, opts.resume_step, resume);
     if (resume.from)
       result.resumed_step_ = resume.job.step;
   }

@@ -97,16 +97,38 @@ struct run_result {
   /// The checkpoint the job resumed from ("" if none) and its step.
   std::string resumed_from;
   uint64_t resumed_step = 0;
-  /// Checkpoints written during the run, and the newest one's directory.
+  /// Checkpoints written during the run, and the newest one's directory
+  /// and step.
   uint64_t checkpoints = 0;
   std::string last_checkpoint;
+  uint64_t last_checkpoint_step = 0;
+  /// The job failed while a node was lost (a replica or service actor went
+  /// down with remote_link_unreachable: its process died, froze, or its
+  /// link was cut), and the topology takes checkpoints: starting it again
+  /// from the newest checkpoint of this run (last_checkpoint, else the one
+  /// it resumed from, else the beginning) with the lost node's replicas
+  /// placed on other hosts continues it. `actorflow run` does that
+  /// (docs/multi-host.md, "Restarting after a lost node").
+  bool recoverable = false;
+  /// The first replica or shard lost with its node, and why: "batch[0]
+  /// (exit_reason(remote_link_unreachable))". Empty when none was.
+  std::string lost;
+  /// Filled by whoever started the job again after such a loss (`actorflow
+  /// run`), not by the job: a line per restart ("after losing batch[0] ...
+  /// : from the checkpoint at step 1200; batch[0] from host 'w2' to
+  /// 'w3'"), and the seconds from the first start to this end (`final`
+  /// covers the last start only).
+  std::vector<std::string> restarts;
+  double run_elapsed_s = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_result& x) {
   return f(caf::meta::type_name("af::run_result"), x.ok, x.stopped, x.error,
            x.tolerated_failures, x.restored, x.final, x.resumed_from,
-           x.resumed_step, x.checkpoints, x.last_checkpoint);
+           x.resumed_step, x.checkpoints, x.last_checkpoint,
+           x.last_checkpoint_step, x.recoverable, x.lost, x.restarts,
+           x.run_elapsed_s);
 }
 
 struct job_options {
@@ -134,6 +156,12 @@ struct job_options {
   /// checkpoint.dir (docs/checkpoints.md); none there yet: start from the
   /// beginning (logged).
   bool resume = false;
+  /// Continue from the checkpoint of exactly this step in checkpoint.dir
+  /// (overrides `resume`): a job started again after a lost node resumes
+  /// from its own newest checkpoint, never from a newer one another run
+  /// left in the directory. job::start throws naming the path when that
+  /// checkpoint is missing or incomplete.
+  std::optional<uint64_t> resume_step;
   /// Give up on a checkpoint whose cut is not complete after this long
   /// (the stages then go on; the job does not fail).
   std::chrono::milliseconds checkpoint_timeout{120000};

@@ -402,6 +402,18 @@ stage_actor::behavior_type stage_main(stage_self self, stage_setup setup) {
   st.coordinator = caf::actor_cast<coordinator_actor>(setup.coordinator);
   st.setup = std::move(setup);
   self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
+  // Stopped from outside (the coordinator ends a failed job): the last
+  // counts go to the coordinator first, so that a job started again after
+  // a lost node can say how far its consumers had come (run_result's
+  // restarts). Otherwise CAF's default: quit on any reason but normal.
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    if (!msg.reason)
+      return;
+    auto& st = self->state;
+    if (st.coordinator && st.wired)
+      self->send(st.coordinator, stats_atom::value, take_stats(st));
+    self->quit(msg.reason);
+  });
   // The items first: CAF tries the handlers in this order.
   return {
     [=](std::vector<batch>& items) -> caf::result<void> {

@@ -79,6 +79,9 @@ void fail(stage_self self, const std::string& cause, bool bad_input) {
   if (st.failed)
     return;
   spdlog::error("{}: {}", st.label, cause);
+  // Its last counts first (as when the coordinator stops it: stage_main).
+  if (st.coordinator && st.wired)
+    self->send(st.coordinator, stats_atom::value, take_stats(st));
   report_error(self, stream_error{st.label, cause, bad_input});
   st.inputs.clear();
   st.outputs.clear();

@@ -1,12 +1,15 @@
 #include "apps/actorflow/cmd_run.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -15,6 +18,7 @@
 #include <caf/scheduler/abstract_coordinator.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
+#include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/metrics.hpp"
@@ -26,6 +30,7 @@
 #include "runtime/data_plane.hpp"
 #include "runtime/autotune.hpp"
 #include "runtime/job.hpp"
+#include "runtime/relocate.hpp"
 #include "runtime/system.hpp"
 #include "runtime/topology.hpp"
 
@@ -51,7 +56,13 @@ struct run_args {
   tls_options tls;
   double shutdown_timeout_s = 5;
   double connect_timeout_s = 10;
+  int max_restarts = 10;
 };
+
+// How long a job whose node was lost waits for a placement (a host of
+// every stage's answering), and how long one host may take to answer.
+constexpr auto restart_patience = std::chrono::seconds{30};
+constexpr auto probe_timeout = std::chrono::seconds{2};
 
 void log_job_start(caf::actor_system& sys, const std::string& name,
                    const loaded_topology& topo, const engine_options& opts) {
@@ -153,6 +164,13 @@ public:
                        p.histograms, false);
       }
     };
+  }
+
+  /// The job was started again from a checkpoint: scalars continue at its
+  /// step.
+  void restarted(const job& j) {
+    *scalars_ = progress_scalars{
+      static_cast<int64_t>(j.resumed_step().value_or(0))};
   }
 
   /// --logdir: the TensorBoard event writer, once the job has started (its
@@ -279,6 +297,145 @@ void print_outcome(const std::string& name, const run_result& result,
     std::fprintf(stderr, "actorflow: %s\n", result.error.c_str());
 }
 
+/// A job started again after a lost node (run_result::recoverable): what
+/// the summary says of it, and the earlier attempts' lines.
+struct restarts {
+  int count = 0;
+  std::chrono::steady_clock::time_point first_start =
+    std::chrono::steady_clock::now();
+  std::vector<std::string> lines;
+  std::vector<std::string> tolerated;
+  std::vector<std::string> restored;
+};
+
+/// The checkpoint a job that ended with `r` continues from, as (step,
+/// path): the newest it wrote, else the one it resumed from; none
+/// (nullopt): the beginning.
+std::optional<std::pair<uint64_t, std::string>>
+restart_point(const run_result& r) {
+  if (r.checkpoints > 0)
+    return std::pair{r.last_checkpoint_step, r.last_checkpoint};
+  if (!r.resumed_from.empty())
+    return std::pair{r.resumed_step, r.resumed_from};
+  return std::nullopt;
+}
+
+/// `original` placed on the hosts that answer now (every host of it, once
+/// a lost node is back); waits while some stage has no host left, at most
+/// restart_patience. nullopt, with why in `why`, when time ran out or a
+/// signal came.
+std::optional<loaded_topology> placement_now(caf::actor_system& sys,
+                                             const loaded_topology& original,
+                                             std::string& why) {
+  auto deadline = std::chrono::steady_clock::now() + restart_patience;
+  bool waiting = false;
+  for (;;) {
+    auto down = unreachable_hosts(sys, original.spec, probe_timeout);
+    std::set<std::string> names;
+    for (auto& [host, problem] : down) {
+      names.insert(host);
+      spdlog::debug("restart: {}", problem);
+    }
+    if (auto spec = place_without(original.spec, names, why)) {
+      auto placed = original;
+      placed.spec = std::move(*spec);
+      return placed;
+    }
+    if (signals_received.load() > 0) {
+      why += "; interrupted";
+      return std::nullopt;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      why += " for " + std::to_string(restart_patience.count()) + " s";
+      return std::nullopt;
+    }
+    if (!waiting)
+      spdlog::warn("restart: {}; trying again every second for {} s", why,
+                   restart_patience.count());
+    waiting = true;
+    std::this_thread::sleep_for(std::chrono::seconds{1});
+  }
+}
+
+/// After a job that ended with `end`: the topology to start it again with
+/// (and `jopts` set to resume from its checkpoint), or nullopt when it is
+/// not to be started again (it did not fail for a lost node, the user
+/// interrupted it, --max-restarts were used up, or no placement was found:
+/// the result's error then says why).
+std::optional<loaded_topology>
+restart_after(caf::actor_system& sys, const registry& reg,
+              const loaded_topology& original, const loaded_topology& last,
+              const run_args& args, job_end& end, job_options& jopts,
+              restarts& r) {
+  auto& res = end.result;
+  if (res.ok || !res.recoverable || end.interrupted
+      || signals_received.load() > 0)
+    return std::nullopt;
+  if (r.count >= args.max_restarts) {
+    if (args.max_restarts > 0)
+      res.error += " (not started again: --max-restarts "
+                   + std::to_string(args.max_restarts) + " used up)";
+    return std::nullopt;
+  }
+  auto from = restart_point(res);
+  auto from_text = from ? from->second + " (step " + std::to_string(from->first)
+                            + ")"
+                        : std::string{"the beginning (no checkpoint yet)"};
+  auto failed_at = std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - r.first_start)
+                     .count();
+  spdlog::warn("job failed after losing {}: {}; starting it again from {}",
+               res.lost, res.error, from_text);
+  std::string why;
+  auto placed = placement_now(sys, original, why);
+  if (!placed) {
+    res.error += " (not started again: " + why + ")";
+    return std::nullopt;
+  }
+  auto t = training_of(res.final);
+  std::string line = "after losing " + res.lost + " " + fmt::format("{:.1f}", failed_at)
+                     + " s into the run (" + res.error + "): from "
+                     + from_text;
+  if (t.training) {
+    // The steps after the checkpoint are lost with the shards' state and
+    // trained again (what the trainers' record id lists cut, exactly).
+    auto since = t.steps - static_cast<double>(from ? from->first : 0);
+    line += fmt::format("; the trainers had reached step {:.0f} (their "
+                        "last counts, as they were stopped): {:.0f} steps "
+                        "are trained again",
+                        t.steps, std::max(since, 0.0));
+  }
+  auto moved = moved_replicas(last.spec, placed->spec, reg);
+  for (auto& m : moved)
+    line += "; " + m;
+  spdlog::warn("restarting the job {}", line);
+  r.lines.push_back(std::move(line));
+  for (auto& f : res.tolerated_failures)
+    r.tolerated.push_back(f);
+  for (auto& f : res.restored)
+    r.restored.push_back(f);
+  ++r.count;
+  jopts.resume = false;
+  jopts.resume_step.reset();
+  if (from)
+    jopts.resume_step = from->first;
+  return placed;
+}
+
+/// The summary of the last attempt with what the earlier ones had.
+void add_restarts(run_result& res, const restarts& r) {
+  if (r.count == 0)
+    return;
+  res.tolerated_failures.insert(res.tolerated_failures.begin(),
+                                r.tolerated.begin(), r.tolerated.end());
+  res.restored.insert(res.restored.begin(), r.restored.begin(),
+                      r.restored.end());
+  res.restarts = r.lines;
+  res.run_elapsed_s = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - r.first_start)
+                        .count();
+}
+
 // The job of cmd_run in `sys`, to its summary; returns the exit code.
 // Bounds the shutdown (bound_shutdown) once the summary is out.
 int run_job(caf::actor_system& sys, const run_args& args,
@@ -307,19 +464,32 @@ int run_job(caf::actor_system& sys, const run_args& args,
   }
   jopts.on_progress = monitor.on_progress(!args.logdir.empty());
   install_signal_handlers();
-  std::optional<job> j;
-  try {
-    j = job::start(sys, to_run, reg, jopts);
-    if (!args.logdir.empty())
-      monitor.start_events(sys, *j, run_dir_of(args, topo));
-  } catch (const std::exception& ex) {
-    std::fprintf(stderr, "actorflow: %s\n", ex.what());
-    if (j)
-      j->abort(ex.what());
-    return exit_failure;
+  restarts again;
+  auto placed = to_run;
+  job_end end;
+  for (;;) {
+    std::optional<job> j;
+    try {
+      j = job::start(sys, placed, reg, jopts);
+      if (again.count > 0)
+        monitor.restarted(*j);
+      else if (!args.logdir.empty())
+        monitor.start_events(sys, *j, run_dir_of(args, topo));
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "actorflow: %s\n", ex.what());
+      if (j)
+        j->abort(ex.what());
+      return exit_failure;
+    }
+    end = wait_for_end(*j, args, monitor.display(),
+                       to_run.spec.has_checkpoint());
+    auto next =
+      restart_after(sys, reg, to_run, placed, args, end, jopts, again);
+    if (!next)
+      break;
+    placed = std::move(*next);
   }
-  auto end = wait_for_end(*j, args, monitor.display(),
-                          to_run.spec.has_checkpoint());
+  add_restarts(end.result, again);
   monitor.finish(sys, end.result.final);
   print_outcome(name, end.result, tune.decisions, args);
   auto rc = end.interrupted ? exit_interrupted
@@ -413,6 +583,14 @@ void add_run(CLI::App& app, const registry& reg,
                   "JSON to FILE (docs/monitoring.md)");
   add_tls_options(run, args->tls);
   add_shutdown_option(run, args->shutdown_timeout_s);
+  run
+    ->add_option("--max-restarts", args->max_restarts,
+                 "With checkpoints: how many times a job that lost a node "
+                 "is started again from its newest checkpoint, with the "
+                 "lost node's replicas on other hosts of their placement "
+                 "(docs/multi-host.md; 0: never)")
+    ->check(CLI::NonNegativeNumber)
+    ->capture_default_str();
   run
     ->add_option("--connect-timeout", args->connect_timeout_s,
                  "Seconds to connect to each node (TCP, TLS and CAF's "

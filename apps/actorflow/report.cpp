@@ -153,6 +153,13 @@ void print_summary(std::FILE* out, const std::string& job_name,
     std::fprintf(out, "  checkpoints written: %llu, the newest %s\n",
                  static_cast<unsigned long long>(r.checkpoints),
                  r.last_checkpoint.c_str());
+  for (auto& line : r.restarts)
+    std::fprintf(out, "  restarted: %s\n", line.c_str());
+  if (!r.restarts.empty())
+    std::fprintf(out,
+                 "  started %zu times; %.2f s from the first start (the "
+                 "figures above are the last start's)\n",
+                 r.restarts.size() + 1, r.run_elapsed_s);
 }
 
 void write_report_json(std::FILE* out, const std::string& job_name,
@@ -184,6 +191,10 @@ void write_report_json(std::FILE* out, const std::string& job_name,
                  {"bytes", p.bytes},
                  {"network_bytes", network_bytes_of(p)},
                  {"coordinator_bytes", p.coordinator_bytes},
+                 {"restarts", r.restarts},
+                 {"run_elapsed_s",
+                  rounded(r.restarts.empty() ? p.elapsed_s : r.run_elapsed_s,
+                          3)},
                  {"stages", std::move(stages)},
                  {"bottleneck", {{"stage", b.stage}, {"hint", b.hint}}}};
   std::fprintf(out, "%s\n",

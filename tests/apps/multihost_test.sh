@@ -551,6 +551,120 @@ EOF
       "$tmp/ids.txt" || fail "the sink's record ids: not every record exactly once per epoch"
     expect_clean_end
     ;;
+  batcher_node_killed)
+    # The only replica of a stage that nothing can take over (a batcher)
+    # is lost with its node, twice: `actorflow run` starts the job again
+    # from its newest checkpoint with the batcher on the next host of its
+    # placement (w2, then w3), and once w3 is lost too, on w2 again, which
+    # is back at its address by then (docs/multi-host.md, "Restarting
+    # after a lost node"). The sink's record ids: each (epoch, record)
+    # exactly once (what was consumed after the checkpoint a restart
+    # continues from is cut from the list, and comes again).
+    images=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 't10k-images-idx3' | head -1)
+    [ -n "$images" ] || skip_missing "needs Debian's dataset-fashion-mnist"
+    start_node w1; start_node w2; start_node w3
+    topology multi_restart "${port[w1]}" "${port[w2]}" "${port[w3]}"
+    sed -i -e "s|@IMAGES@|$images|" -e "s|@LABELS@|${images/images-idx3/labels-idx1}|" \
+      -e "s|@IDS@|$tmp/ids.txt|" -e "s|@D@|$tmp/ckpt|" "$topo"
+    start_job 90 "$tmp/err" 'checkpoint at step [0-9]\+ written'
+    t_kill=$(date +%s.%N)
+    kill -KILL "${node_pid[w2]}"
+    echo "killed node w2 (pid ${node_pid[w2]}), the batcher's"
+    # Started again, and a checkpoint written since: then w3 goes too,
+    # and w2 comes back at its address.
+    lines=$(wc -l <"$tmp/err")
+    for ((i = 0; i < 300; ++i)); do
+      tail -n +$((lines + 1)) "$tmp/err" | grep -q 'restarting the job after losing' \
+        && break
+      alive $job || break
+      sleep 0.1
+    done
+    tail -n +$((lines + 1)) "$tmp/err" | grep -q 'restarting the job after losing' \
+      || fail "no restart within 30 s of losing w2"
+    echo "started again $(since "$t_kill") s after the kill (as the test saw it)"
+    lines=$(grep -n 'restarting the job' "$tmp/err" | tail -n 1 | cut -d: -f1)
+    for ((i = 0; i < 300; ++i)); do
+      tail -n +$((lines + 1)) "$tmp/err" | grep -q 'checkpoint at step [0-9]\+ written' && break
+      alive $job || break
+      sleep 0.1
+    done
+    alive $job || fail "the job ended before a checkpoint after its restart"
+    t_kill=$(date +%s.%N)
+    kill -KILL "${node_pid[w3]}"
+    echo "killed node w3 (pid ${node_pid[w3]}), the batcher's after the restart"
+    start_node w2b "127.0.0.1:${port[w2]}"
+    echo "node w2b listens at w2's address $(since "$t_kill") s after the kill"
+    wait $job; rc=$?
+    took=$(awk -v a="$t_kill" -v b="$(log_time "$(grep 'resuming from' "$tmp/err" | tail -n 1)")" \
+      'BEGIN { printf "%.2f", b - a }')
+    echo "started again on w2b $took s after w3 was killed"
+    echo "the job ended (exit $rc)"
+    expect_rc 0
+    expect_out "job 'multi-restart' finished"
+    expect_out "^  restarted: after losing [a-z]*\[0\] (exit_reason(remote_link_unreachable)) [0-9.]\+ s into the run (.*): from $tmp/ckpt/ckpt-[0-9]\+ (step [0-9]\+); batch\[0\] from host 'w2' to 'w3'$"
+    expect_out "^  restarted: after losing [a-z]*\[0\] (exit_reason(remote_link_unreachable)) .*: from $tmp/ckpt/ckpt-[0-9]\+ (step [0-9]\+); batch\[0\] from host 'w3' to 'w2'$"
+    expect_out "^  started 3 times; "
+    grep '^  restarted: \|^  started ' "$tmp/out"
+    node_has w2b "node: started batch\[0\]"
+    python3 "$here/record_ids.py" exactly-once --by-epoch --epochs 4 --records 10000 \
+      "$tmp/ids.txt" || fail "the sink's record ids: not every record exactly once per epoch"
+    wait_log w1 "node: job ended" 15
+    wait_log w2b "node: job ended" 15
+    expect_clean_end w2 w3
+    ;;
+  input_node_killed_training)
+    # The CTR job with checkpoints (data/multi_restore.pbtxt.in), its
+    # source and batcher placed on w1 then w2, the trainers on w2, the
+    # shards on w1 and w3. w1 is killed after the first checkpoint: the
+    # job, which cannot go on without its only source and batcher, is
+    # started again from the checkpoint with them on w2 and both shards
+    # on w3. Every sample is trained: by the trainers' record ids, each
+    # record exactly once per epoch (the steps after the checkpoint are
+    # cut from the lists and trained again), and the AUC is near the
+    # planted model's.
+    start_node w1; start_node w2; start_node w3
+    topology multi_restore "${port[w1]}" "${port[w2]}" "${port[w3]}"
+    sed -i -e "s|@D@|$tmp/ckpt|" -e 's/^  hosts: \["w1"\]$/  hosts: ["w1", "w2"]/' "$topo"
+    [ "$(grep -c '^  hosts: \["w1", "w2"\]$' "$topo")" -eq 2 ] \
+      || fail "the template's source and batcher placements changed"
+    list_trained_ids
+    start_job 90 "$tmp/err" 'checkpoint at step [0-9]\+ written'
+    t_kill=$(date +%s.%N)
+    kill -KILL "${node_pid[w1]}"
+    echo "killed node w1 (pid ${node_pid[w1]}): the source, the batcher and ps[0]"
+    wait $job; rc=$?
+    echo "the job ended (exit $rc) $(since "$t_kill") s after the kill"
+    expect_err "resuming from $tmp/ckpt/ckpt-"
+    took=$(awk -v a="$t_kill" -v b="$(log_time "$(grep -m1 'resuming from' "$tmp/err")")" \
+      'BEGIN { printf "%.2f", b - a }')
+    echo "started again from the checkpoint $took s after the kill"
+    awk -v t="$took" 'BEGIN { exit !(t < 10) }' || fail "the restart took $took s (limit 10 s)"
+    expect_rc 0
+    expect_out "job 'multi-restore' finished"
+    expect_out "^  training: [0-9]\+ steps, [0-9]\+ samples, "
+    grep '^  restarted: \|^  started \|^  training: \|^  resumed ' "$tmp/out"
+    for label in 'clicks\[0\]' 'batch\[0\]'; do
+      expect_out "^  restarted: after losing .*: from $tmp/ckpt/ckpt-[0-9]\+ (step [1-9][0-9]*); the trainers had reached step [0-9]\+ (their last counts, as they were stopped): [1-9][0-9]* steps are trained again; .*$label from host 'w1' to 'w2'"
+    done
+    expect_out "^  restarted: .*ps\[0\] from host 'w1' to 'w3'"
+    # The steps trained again, as the summary counts them, are the steps
+    # the trainers cut from their record id lists when they resumed.
+    again= cut=
+    again=$(sed -n 's/^  restarted: .*: \([0-9]*\) steps are trained again; .*/\1/p' "$tmp/out")
+    cut=$(sed -n 's/.*train\[[01]\]: record ids: .*; cut [0-9]* records of steps \([0-9]*\) to \([0-9]*\), .*/\1 \2/p' \
+      "$tmp/node-w2.err" | awk '{ n += $2 - $1 + 1 } END { print n + 0 }')
+    echo "steps trained again: $again in the summary, $cut cut from the trainers' record id lists"
+    [ "$again" = "$cut" ] || fail "the summary's steps trained again ($again) are not those the trainers cut ($cut)"
+    expect_out "^  started 2 times; "
+    python3 "$here/record_ids.py" exactly-once --by-epoch --epochs 10 --records 40000 \
+      "$tmp"/ids-0.txt "$tmp"/ids-1.txt \
+      || fail "the trainers' record ids: not every record exactly once per epoch"
+    read_auc
+    expect_auc_near_planted
+    wait_log w2 "node: job ended" 15
+    wait_log w3 "node: job ended" 15
+    expect_clean_end w1
+    ;;
   bind_loopback)
     start_node w1 0
     p=${port[w1]}

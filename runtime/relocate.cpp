@@ -1,0 +1,130 @@
+#include "runtime/relocate.hpp"
+
+#include <map>
+#include <stdexcept>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "runtime/node_connect.hpp"
+#include "runtime/replica_label.hpp"
+#include "runtime/topology.hpp"
+
+namespace af {
+
+namespace {
+
+// Leaves the hosts in `down` out of `hosts`; false when none is left.
+template <class Repeated>
+bool drop_down(Repeated& hosts, const std::set<std::string>& down) {
+  Repeated kept;
+  for (auto& h : hosts)
+    if (!down.count(h))
+      *kept.Add() = h;
+  if (kept.empty())
+    return hosts.empty();
+  hosts.Swap(&kept);
+  return true;
+}
+
+template <class Repeated>
+std::string listed(const Repeated& hosts) {
+  std::string out;
+  for (auto& h : hosts)
+    out += (out.empty() ? "" : ", ") + h;
+  return out;
+}
+
+// Label -> host of every placed stage replica and service actor.
+std::map<std::string, std::string> homes(const topology::Topology& spec,
+                                         const registry& reg) {
+  std::map<std::string, std::string> out;
+  for (auto& s : spec.stage()) {
+    if (s.hosts_size() == 0)
+      continue;
+    auto n = static_cast<uint32_t>(replicas_of(s));
+    for (uint32_t r = 0; r < n; ++r)
+      out[replica_label(s.name(), r)] =
+        s.hosts(static_cast<int>(r % static_cast<uint32_t>(s.hosts_size())));
+  }
+  for (auto& service : reg.services()) {
+    auto hosts =
+      service.hosts ? service.hosts(spec) : std::vector<std::string>{};
+    if (hosts.empty())
+      continue;
+    auto count = service.count(spec);
+    for (uint32_t k = 0; k < count; ++k)
+      out[replica_label(service.name, k)] = hosts[k % hosts.size()];
+  }
+  return out;
+}
+
+} // namespace
+
+std::vector<std::string> placement_hosts(const topology::Topology& spec) {
+  std::set<std::string> used;
+  for (auto& s : spec.stage())
+    used.insert(s.hosts().begin(), s.hosts().end());
+  auto& ps = spec.training().ps();
+  used.insert(ps.hosts().begin(), ps.hosts().end());
+  std::vector<std::string> out;
+  for (auto& h : spec.host())
+    if (used.count(h.name()))
+      out.push_back(h.name());
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>>
+unreachable_hosts(caf::actor_system& sys, const topology::Topology& spec,
+                  std::chrono::milliseconds timeout) {
+  std::map<std::string, std::string> address;
+  for (auto& h : spec.host())
+    address[h.name()] = h.address();
+  std::vector<std::pair<std::string, std::string>> out;
+  caf::scoped_actor self{sys};
+  for (auto& host : placement_hosts(spec)) {
+    try {
+      connect_node(self, host, address[host], timeout);
+    } catch (const std::exception& ex) {
+      out.emplace_back(host, ex.what());
+    }
+  }
+  return out;
+}
+
+std::optional<topology::Topology>
+place_without(const topology::Topology& spec, const std::set<std::string>& down,
+              std::string& why) {
+  auto out = spec;
+  for (auto& s : *out.mutable_stage()) {
+    auto before = listed(s.hosts());
+    if (!drop_down(*s.mutable_hosts(), down)) {
+      why = "stage '" + s.name() + "': every host of it is down (" + before
+            + ")";
+      return std::nullopt;
+    }
+  }
+  if (out.has_training()) {
+    auto& ps = *out.mutable_training()->mutable_ps();
+    auto before = listed(ps.hosts());
+    if (!drop_down(*ps.mutable_hosts(), down)) {
+      why = "training.ps: every host of it is down (" + before + ")";
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> moved_replicas(const topology::Topology& before,
+                                        const topology::Topology& after,
+                                        const registry& reg) {
+  auto was = homes(before, reg);
+  std::vector<std::string> out;
+  for (auto& [label, host] : homes(after, reg))
+    if (auto it = was.find(label); it != was.end() && it->second != host)
+      out.push_back(label + " from host '" + it->second + "' to '" + host
+                    + "'");
+  return out;
+}
+
+} // namespace af
