@@ -86,8 +86,8 @@ bool tolerate(coordinator_self self, replica_entry& failed,
   auto& st = self->state;
   if (failed.failed)
     return true; // already counted (stream_error, then down)
-  if (!failed.may_fail)
-    return false;
+  if (!failed.may_fail || !st.error.empty())
+    return false; // (a job that failed does not go on without anything)
   for (auto& r : st.replicas)
     if (&r != &failed && r.stage == failed.stage && !r.failed
         && (!r.down || r.done)) {
@@ -170,7 +170,12 @@ void on_down(coordinator_self self, caf::down_msg& dm) {
         auto reason = dm.reason ? caf::to_string(dm.reason)
                                 : std::string{"exited before its end of "
                                               "stream"};
-        if (!tolerate(self, r, reason) && !reassign(self, r, reason)
+        // Started again from the checkpoint instead, losing nothing
+        // (job_options::restart_on_loss).
+        bool restart = st.opts.restart_on_loss && checkpoints_on(st)
+                       && dm.reason == caf::exit_reason::remote_link_unreachable;
+        if ((restart || !tolerate(self, r, reason))
+            && (restart || !reassign(self, r, reason))
             && !resend_lost(self, r, reason))
           record_error(self, "stage " + r.label + " went down: " + reason
                                + (st.plan->reassignable.count(r.stage)

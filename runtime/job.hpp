@@ -162,6 +162,15 @@ struct job_options {
   /// left in the directory. job::start throws naming the path when that
   /// checkpoint is missing or incomplete.
   std::optional<uint64_t> resume_step;
+  /// With checkpoints: a lost node ends the job as run_result::recoverable
+  /// also where it would go on without what was lost (a trainer replica
+  /// dropped with its in-flight batches; a reader's share taken over by
+  /// another replica, after which no checkpoint is taken), because whoever
+  /// started it will start it again from its checkpoint, losing nothing.
+  /// `actorflow run` sets it unless --max-restarts is 0. Decoders' items
+  /// are still sent to the other replicas, and lost shards restored in
+  /// place (neither loses anything).
+  bool restart_on_loss = false;
   /// Give up on a checkpoint whose cut is not complete after this long
   /// (the stages then go on; the job does not fail).
   std::chrono::milliseconds checkpoint_timeout{120000};

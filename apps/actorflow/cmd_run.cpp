@@ -400,9 +400,12 @@ restart_after(caf::actor_system& sys, const registry& reg,
     // The steps after the checkpoint are lost with the shards' state and
     // trained again (what the trainers' record id lists cut, exactly).
     auto since = t.steps - static_cast<double>(from ? from->first : 0);
-    line += fmt::format("; the trainers had reached step {:.0f} (their "
-                        "last counts, as they were stopped): {:.0f} steps "
-                        "are trained again",
+    // Exact for trainers that were stopped (they report as they stop); a
+    // trainer lost with its node counts by its last report (0.5 s old at
+    // most), hence "at least".
+    line += fmt::format("; the trainers had reached step {:.0f} by their "
+                        "last counts: at least {:.0f} steps are trained "
+                        "again",
                         t.steps, std::max(since, 0.0));
   }
   auto moved = moved_replicas(last.spec, placed->spec, reg);
@@ -463,6 +466,10 @@ int run_job(caf::actor_system& sys, const run_args& args,
     }
   }
   jopts.on_progress = monitor.on_progress(!args.logdir.empty());
+  // With checkpoints, a lost trainer or reader share is recovered by
+  // starting again (nothing lost) rather than by going on without it.
+  jopts.restart_on_loss =
+    args.max_restarts > 0 && to_run.spec.has_checkpoint();
   install_signal_handlers();
   restarts again;
   auto placed = to_run;

@@ -343,6 +343,84 @@ decoder_killed() {
   expect_clean_end w3
 }
 
+# restart_training WHAT: the CTR job with checkpoints
+# (data/multi_restore.pbtxt.in, shards on w1 and w3) loses a node after
+# its first checkpoint, and `actorflow run` starts it again from the
+# checkpoint (docs/multi-host.md, "Restarting after a lost node").
+# WHAT "input": its only source and batcher are placed on w1 then w2, the
+# trainers on w2; w1 is killed, and the source, the batcher and ps[0] move
+# (to w2, w2, w3). WHAT "trainer": the trainers are placed on w2 and w1;
+# w2 is killed, and train[0] moves to w1 (without checkpoints the job
+# would go on without it, its in-flight batches lost: trainer_node_killed).
+# Every sample is trained: by the trainers' record ids, each record exactly
+# once per epoch (the steps after the checkpoint are cut from the lists
+# and trained again), and the AUC is near the planted model's. The steps
+# the summary says are trained again are those the trainers cut from
+# their lists; a trainer lost with its node counts by its last report (up
+# to 0.5 s old), so there they may be fewer.
+restart_training() {
+  local what=$1 victim took again cut ids_node
+  start_node w1; start_node w2; start_node w3
+  topology multi_restore "${port[w1]}" "${port[w2]}" "${port[w3]}"
+  sed -i "s|@D@|$tmp/ckpt|" "$topo"
+  if [ "$what" = input ]; then
+    sed -i 's/^  hosts: \["w1"\]$/  hosts: ["w1", "w2"]/' "$topo"
+    [ "$(grep -c '^  hosts: \["w1", "w2"\]$' "$topo")" -eq 2 ] \
+      || fail "the template's source and batcher placements changed"
+    victim=w1 ids_node=w2
+  else
+    sed -i 's/^  hosts: \["w2"\]$/  hosts: ["w2", "w1"]/' "$topo"
+    [ "$(grep -c '^  hosts: \["w2", "w1"\]$' "$topo")" -eq 1 ] \
+      || fail "the template's trainer placement changed"
+    victim=w2 ids_node=w1
+  fi
+  list_trained_ids
+  start_job 90 "$tmp/err" 'checkpoint at step [0-9]\+ written'
+  t_kill=$(date +%s.%N)
+  kill -KILL "${node_pid[$victim]}"
+  echo "killed node $victim (pid ${node_pid[$victim]})"
+  wait $job; rc=$?
+  echo "the job ended (exit $rc) $(since "$t_kill") s after the kill"
+  expect_err "resuming from $tmp/ckpt/ckpt-"
+  took=$(awk -v a="$t_kill" -v b="$(log_time "$(grep -m1 'resuming from' "$tmp/err")")" \
+    'BEGIN { printf "%.2f", b - a }')
+  echo "started again from the checkpoint $took s after the kill"
+  awk -v t="$took" 'BEGIN { exit !(t < 10) }' || fail "the restart took $took s (limit 10 s)"
+  expect_rc 0
+  expect_out "job 'multi-restore' finished"
+  expect_out "^  training: [0-9]\+ steps, [0-9]\+ samples, "
+  grep '^  restarted: \|^  started \|^  training: \|^  resumed \|replica lost' "$tmp/out"
+  ! grep -q 'replica lost' "$tmp/out" || fail "a replica was lost for good: the job should have started again"
+  local restarted="^  restarted: after losing .*: from $tmp/ckpt/ckpt-[0-9]\+ (step [1-9][0-9]*); the trainers had reached step [0-9]\+ by their last counts: at least [0-9]\+ steps are trained again; "
+  if [ "$what" = input ]; then
+    expect_out "$restarted.*batch\[0\] from host 'w1' to 'w2'"
+    expect_out "$restarted.*clicks\[0\] from host 'w1' to 'w2'"
+    expect_out "$restarted.*ps\[0\] from host 'w1' to 'w3'"
+  else
+    expect_out "$restarted.*train\[0\] from host 'w2' to 'w1'"
+    ! grep -q "ps\[[01]\] from host" "$tmp/out" || fail "a shard moved: none was on w2"
+  fi
+  again=$(sed -n 's/^  restarted: .*: at least \([0-9]*\) steps are trained again; .*/\1/p' "$tmp/out")
+  cut=$(sed -n 's/.*train\[[01]\]: record ids: .*; cut [0-9]* records of steps \([0-9]*\) to \([0-9]*\), .*/\1 \2/p' \
+    "$tmp/node-$ids_node.err" | awk '{ n += $2 - $1 + 1 } END { print n + 0 }')
+  echo "steps trained again: $again in the summary, $cut cut from the trainers' record id lists"
+  if [ "$what" = input ]; then
+    [ "$again" = "$cut" ] || fail "the summary's steps trained again ($again) are not those the trainers cut ($cut)"
+  else
+    [ "$again" -le "$cut" ] || fail "the summary's steps trained again ($again) exceed those the trainers cut ($cut)"
+  fi
+  expect_out "^  started 2 times; "
+  python3 "$here/record_ids.py" exactly-once --by-epoch --epochs 10 --records 40000 \
+    "$tmp"/ids-0.txt "$tmp"/ids-1.txt \
+    || fail "the trainers' record ids: not every record exactly once per epoch"
+  read_auc
+  expect_auc_near_planted
+  for n in w1 w2 w3; do
+    [ "$n" = "$victim" ] || wait_log "$n" "node: job ended" 15
+  done
+  expect_clean_end "$victim"
+}
+
 # The CTR job of data/multi_placement.pbtxt.in on nodes w1 and w2.
 run_placement() {
   topology multi_placement "${port[w1]}" "${port[w2]}"
@@ -613,57 +691,10 @@ EOF
     expect_clean_end w2 w3
     ;;
   input_node_killed_training)
-    # The CTR job with checkpoints (data/multi_restore.pbtxt.in), its
-    # source and batcher placed on w1 then w2, the trainers on w2, the
-    # shards on w1 and w3. w1 is killed after the first checkpoint: the
-    # job, which cannot go on without its only source and batcher, is
-    # started again from the checkpoint with them on w2 and both shards
-    # on w3. Every sample is trained: by the trainers' record ids, each
-    # record exactly once per epoch (the steps after the checkpoint are
-    # cut from the lists and trained again), and the AUC is near the
-    # planted model's.
-    start_node w1; start_node w2; start_node w3
-    topology multi_restore "${port[w1]}" "${port[w2]}" "${port[w3]}"
-    sed -i -e "s|@D@|$tmp/ckpt|" -e 's/^  hosts: \["w1"\]$/  hosts: ["w1", "w2"]/' "$topo"
-    [ "$(grep -c '^  hosts: \["w1", "w2"\]$' "$topo")" -eq 2 ] \
-      || fail "the template's source and batcher placements changed"
-    list_trained_ids
-    start_job 90 "$tmp/err" 'checkpoint at step [0-9]\+ written'
-    t_kill=$(date +%s.%N)
-    kill -KILL "${node_pid[w1]}"
-    echo "killed node w1 (pid ${node_pid[w1]}): the source, the batcher and ps[0]"
-    wait $job; rc=$?
-    echo "the job ended (exit $rc) $(since "$t_kill") s after the kill"
-    expect_err "resuming from $tmp/ckpt/ckpt-"
-    took=$(awk -v a="$t_kill" -v b="$(log_time "$(grep -m1 'resuming from' "$tmp/err")")" \
-      'BEGIN { printf "%.2f", b - a }')
-    echo "started again from the checkpoint $took s after the kill"
-    awk -v t="$took" 'BEGIN { exit !(t < 10) }' || fail "the restart took $took s (limit 10 s)"
-    expect_rc 0
-    expect_out "job 'multi-restore' finished"
-    expect_out "^  training: [0-9]\+ steps, [0-9]\+ samples, "
-    grep '^  restarted: \|^  started \|^  training: \|^  resumed ' "$tmp/out"
-    for label in 'clicks\[0\]' 'batch\[0\]'; do
-      expect_out "^  restarted: after losing .*: from $tmp/ckpt/ckpt-[0-9]\+ (step [1-9][0-9]*); the trainers had reached step [0-9]\+ (their last counts, as they were stopped): [1-9][0-9]* steps are trained again; .*$label from host 'w1' to 'w2'"
-    done
-    expect_out "^  restarted: .*ps\[0\] from host 'w1' to 'w3'"
-    # The steps trained again, as the summary counts them, are the steps
-    # the trainers cut from their record id lists when they resumed.
-    again= cut=
-    again=$(sed -n 's/^  restarted: .*: \([0-9]*\) steps are trained again; .*/\1/p' "$tmp/out")
-    cut=$(sed -n 's/.*train\[[01]\]: record ids: .*; cut [0-9]* records of steps \([0-9]*\) to \([0-9]*\), .*/\1 \2/p' \
-      "$tmp/node-w2.err" | awk '{ n += $2 - $1 + 1 } END { print n + 0 }')
-    echo "steps trained again: $again in the summary, $cut cut from the trainers' record id lists"
-    [ "$again" = "$cut" ] || fail "the summary's steps trained again ($again) are not those the trainers cut ($cut)"
-    expect_out "^  started 2 times; "
-    python3 "$here/record_ids.py" exactly-once --by-epoch --epochs 10 --records 40000 \
-      "$tmp"/ids-0.txt "$tmp"/ids-1.txt \
-      || fail "the trainers' record ids: not every record exactly once per epoch"
-    read_auc
-    expect_auc_near_planted
-    wait_log w2 "node: job ended" 15
-    wait_log w3 "node: job ended" 15
-    expect_clean_end w1
+    restart_training input
+    ;;
+  trainer_node_killed_checkpoints)
+    restart_training trainer
     ;;
   bind_loopback)
     start_node w1 0
