@@ -6,6 +6,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "runtime/node.hpp"
 #include "runtime/node_connect.hpp"
 #include "runtime/replica_label.hpp"
 #include "runtime/topology.hpp"
@@ -83,11 +84,24 @@ unreachable_hosts(caf::actor_system& sys, const topology::Topology& spec,
   std::vector<std::pair<std::string, std::string>> out;
   caf::scoped_actor self{sys};
   for (auto& host : placement_hosts(spec)) {
+    node_spawner_actor spawner;
     try {
-      connect_node(self, host, address[host], timeout);
+      spawner = connect_node(self, host, address[host], timeout);
     } catch (const std::exception& ex) {
       out.emplace_back(host, ex.what());
+      continue;
     }
+    // A connection CAF still holds to a node that froze or was cut off
+    // answers connect_node at once: the node itself must answer.
+    self->request(spawner, timeout, node_info_atom::value)
+      .receive([](std::string&) {},
+               [&](caf::error& err) {
+                 out.emplace_back(host, "host '" + host + "' ("
+                                          + address[host]
+                                          + ") did not answer within "
+                                          + std::to_string(timeout.count())
+                                          + " ms: " + sys.render(err));
+               });
   }
   return out;
 }

@@ -474,6 +474,7 @@ int run_job(caf::actor_system& sys, const run_args& args,
   restarts again;
   auto placed = to_run;
   job_end end;
+  std::optional<std::chrono::steady_clock::time_point> failing_since;
   for (;;) {
     std::optional<job> j;
     try {
@@ -482,11 +483,32 @@ int run_job(caf::actor_system& sys, const run_args& args,
         monitor.restarted(*j);
       else if (!args.logdir.empty())
         monitor.start_events(sys, *j, run_dir_of(args, topo));
+      failing_since.reset();
     } catch (const std::exception& ex) {
-      std::fprintf(stderr, "actorflow: %s\n", ex.what());
       if (j)
         j->abort(ex.what());
-      return exit_failure;
+      // Started again after a lost node, and another host went away
+      // meanwhile: place it again, for restart_patience at most.
+      auto now = std::chrono::steady_clock::now();
+      if (!failing_since)
+        failing_since = now;
+      if (again.count == 0 || now - *failing_since >= restart_patience
+          || signals_received.load() > 0) {
+        std::fprintf(stderr, "actorflow: %s\n", ex.what());
+        return exit_failure;
+      }
+      spdlog::warn("restart: the job did not start ({}); placing it again",
+                   ex.what());
+      std::this_thread::sleep_for(std::chrono::seconds{1});
+      std::string why;
+      auto next = placement_now(sys, to_run, why);
+      if (!next) {
+        std::fprintf(stderr, "actorflow: %s (not started again: %s)\n",
+                     ex.what(), why.c_str());
+        return exit_failure;
+      }
+      placed = std::move(*next);
+      continue;
     }
     end = wait_for_end(*j, args, monitor.display(),
                        to_run.spec.has_checkpoint());

@@ -152,6 +152,9 @@ def main():
                lambda p: f"epoch {p[0]}: {name(p[1])}: {pairs[p]} times")
         report("lines with an epoch outside [0, E)", bad_epoch,
                lambda p: f"epoch {p[0]}: {name(p[1])}")
+        extra = sum(c - 1 for c in pairs.values() if c > 1)
+        print(f"by id: {len(missing)} (epoch, record) pairs lost, {extra} "
+              f"duplicated")
     else:
         missing = [r for r in order if counts[r] < E]
         report(f"records listed fewer than {E} times", missing,
