@@ -282,6 +282,10 @@ input_node_killed() {
   wait $job; rc=$?
   echo "the job ended (exit $rc) $(since "$t_kill") s after w3 was killed"
   expect_rc 0
+  local handled
+  handled=$(grep -m1 "$stage\[1\] went down" "$tmp/err") \
+    && echo "the coordinator handled the loss $(awk -v a="$t_kill" -v b="$(log_time "$handled")" \
+      'BEGIN { printf "%.2f", b - a }') s after the kill"
   n=$(sed -n 's/^  delivered: \([0-9]\+\) records.*/\1/p' "$tmp/out")
   echo "delivered $n records (30000 without the fault)"
   [ -n "$n" ] && [ "$(wc -l <"$ids")" -eq "$n" ] \
