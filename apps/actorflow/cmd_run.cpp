@@ -398,7 +398,7 @@ restart_after(caf::actor_system& sys, const registry& reg,
                      + from_text;
   if (t.training) {
     // The steps after the checkpoint are lost with the shards' state and
-    // trained again (what the trainers' record id lists cut, exactly).
+    // trained again (what the trainers' record id lists cut).
     auto since = t.steps - static_cast<double>(from ? from->first : 0);
     // Exact for trainers that were stopped (they report as they stop); a
     // trainer lost with its node counts by its last report (0.5 s old at
@@ -423,6 +423,40 @@ restart_after(caf::actor_system& sys, const registry& reg,
   if (from)
     jopts.resume_step = from->first;
   return placed;
+}
+
+/// job::start with `placed`. While the job is being started again after a
+/// lost node (`restarting`), a start that fails (another host went away
+/// meanwhile) is placed again and retried for restart_patience. nullopt:
+/// it did not start (the error is printed).
+std::optional<job> start_placed(caf::actor_system& sys, const registry& reg,
+                                const loaded_topology& original,
+                                loaded_topology& placed,
+                                const job_options& jopts, bool restarting) {
+  auto began = std::chrono::steady_clock::now();
+  for (;;) {
+    try {
+      return job::start(sys, placed, reg, jopts);
+    } catch (const std::exception& ex) {
+      if (!restarting
+          || std::chrono::steady_clock::now() - began >= restart_patience
+          || signals_received.load() > 0) {
+        std::fprintf(stderr, "actorflow: %s\n", ex.what());
+        return std::nullopt;
+      }
+      spdlog::warn("restart: the job did not start ({}); placing it again",
+                   ex.what());
+      std::this_thread::sleep_for(std::chrono::seconds{1});
+      std::string why;
+      auto next = placement_now(sys, original, why);
+      if (!next) {
+        std::fprintf(stderr, "actorflow: %s (not started again: %s)\n",
+                     ex.what(), why.c_str());
+        return std::nullopt;
+      }
+      placed = std::move(*next);
+    }
+  }
 }
 
 /// The summary of the last attempt with what the earlier ones had.
@@ -474,41 +508,20 @@ int run_job(caf::actor_system& sys, const run_args& args,
   restarts again;
   auto placed = to_run;
   job_end end;
-  std::optional<std::chrono::steady_clock::time_point> failing_since;
   for (;;) {
-    std::optional<job> j;
-    try {
-      j = job::start(sys, placed, reg, jopts);
-      if (again.count > 0)
-        monitor.restarted(*j);
-      else if (!args.logdir.empty())
+    auto j = start_placed(sys, reg, to_run, placed, jopts, again.count > 0);
+    if (!j)
+      return exit_failure;
+    if (again.count > 0) {
+      monitor.restarted(*j);
+    } else if (!args.logdir.empty()) {
+      try {
         monitor.start_events(sys, *j, run_dir_of(args, topo));
-      failing_since.reset();
-    } catch (const std::exception& ex) {
-      if (j)
-        j->abort(ex.what());
-      // Started again after a lost node, and another host went away
-      // meanwhile: place it again, for restart_patience at most.
-      auto now = std::chrono::steady_clock::now();
-      if (!failing_since)
-        failing_since = now;
-      if (again.count == 0 || now - *failing_since >= restart_patience
-          || signals_received.load() > 0) {
+      } catch (const std::exception& ex) {
         std::fprintf(stderr, "actorflow: %s\n", ex.what());
+        j->abort(ex.what());
         return exit_failure;
       }
-      spdlog::warn("restart: the job did not start ({}); placing it again",
-                   ex.what());
-      std::this_thread::sleep_for(std::chrono::seconds{1});
-      std::string why;
-      auto next = placement_now(sys, to_run, why);
-      if (!next) {
-        std::fprintf(stderr, "actorflow: %s (not started again: %s)\n",
-                     ex.what(), why.c_str());
-        return exit_failure;
-      }
-      placed = std::move(*next);
-      continue;
     }
     end = wait_for_end(*j, args, monitor.display(),
                        to_run.spec.has_checkpoint());

@@ -633,6 +633,30 @@ EOF
       "$tmp/ids.txt" || fail "the sink's record ids: not every record exactly once per epoch"
     expect_clean_end
     ;;
+  restarts_off)
+    # --max-restarts 0: a job with checkpoints that loses its batcher's
+    # node fails as before, naming a stage, and is not started again.
+    images=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 't10k-images-idx3' | head -1)
+    [ -n "$images" ] || skip_missing "needs Debian's dataset-fashion-mnist"
+    start_node w1; start_node w2; start_node w3
+    topology multi_restart "${port[w1]}" "${port[w2]}" "${port[w3]}"
+    sed -i -e "s|@IMAGES@|$images|" -e "s|@LABELS@|${images/images-idx3/labels-idx1}|" \
+      -e "s|@IDS@|$tmp/ids.txt|" -e "s|@D@|$tmp/ckpt|" "$topo"
+    job_args=(--max-restarts 0)
+    start_job 90 "$tmp/err" 'checkpoint at step [0-9]\+ written'
+    kill -KILL "${node_pid[w2]}"
+    echo "killed node w2 (pid ${node_pid[w2]}), the batcher's"
+    wait $job; rc=$?
+    echo "the job ended (exit $rc)"
+    expect_rc 1
+    expect_out "job 'multi-restart' failed"
+    expect_err "^actorflow: stage [a-z]*\[0\] "
+    grep '^actorflow: ' "$tmp/err"
+    ! grep -q 'restarting the job\|resuming from' "$tmp/err" || fail "the job was started again"
+    ! grep -q '^  restarted: ' "$tmp/out" || fail "the summary lists a restart"
+    wait_log w1 "node: job ended" 15
+    expect_clean_end w2
+    ;;
   batcher_node_killed)
     # The only replica of a stage that nothing can take over (a batcher)
     # is lost with its node, twice: `actorflow run` starts the job again

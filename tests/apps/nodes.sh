@@ -98,13 +98,14 @@ expect_auc_near_planted() {
 since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
 
 # start_job LIMIT FILE PATTERN: runs "$topo" in the background (job: its
-# pid) under a time limit of LIMIT s, and waits (30 s at most) until FILE
-# has a line with PATTERN that it did not have before. The job must still
-# be running then.
+# pid) under a time limit of LIMIT s, with the arguments in the array
+# job_args if set, and waits (30 s at most) until FILE has a line with
+# PATTERN that it did not have before. The job must still be running then.
+job_args=()
 start_job() {
   local limit=$1 file=$2 pattern=$3 lines i
   lines=$(wc -l <"$file")
-  timeout -k 5 "$limit" "$bin" run "$topo" --no-progress \
+  timeout -k 5 "$limit" "$bin" run "$topo" --no-progress "${job_args[@]}" \
     >"$tmp/out" 2>"$tmp/err" </dev/null &
   job=$!
   for ((i = 0; i < 300; ++i)); do
