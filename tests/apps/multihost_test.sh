@@ -633,6 +633,37 @@ EOF
       "$tmp/ids.txt" || fail "the sink's record ids: not every record exactly once per epoch"
     expect_clean_end
     ;;
+  batcher_node_frozen)
+    # The batcher's node gets SIGSTOP after the first checkpoint: the
+    # coordinator misses it after the heartbeat timeout, and the probe
+    # before the restart must not take it for alive (CAF still holds its
+    # connection, so only the node's own answer tells): the job starts
+    # again with the batcher on w3 and finishes, each (epoch, record)
+    # exactly once. Thawed, w2 ends its part of the job.
+    images=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 't10k-images-idx3' | head -1)
+    [ -n "$images" ] || skip_missing "needs Debian's dataset-fashion-mnist"
+    start_node w1; start_node w2; start_node w3
+    topology multi_restart "${port[w1]}" "${port[w2]}" "${port[w3]}"
+    sed -i -e "s|@IMAGES@|$images|" -e "s|@LABELS@|${images/images-idx3/labels-idx1}|" \
+      -e "s|@IDS@|$tmp/ids.txt|" -e "s|@D@|$tmp/ckpt|" "$topo"
+    start_job 90 "$tmp/err" 'checkpoint at step [0-9]\+ written'
+    freeze w2
+    wait $job; rc=$?
+    echo "the job ended (exit $rc) $(since "$t_stop") s after the SIGSTOP"
+    expect_rc 0
+    expect_out "job 'multi-restart' finished"
+    took=$(awk -v a="$t_stop" -v b="$(log_time "$(grep -m1 'resuming from' "$tmp/err")")" \
+      'BEGIN { printf "%.2f", b - a }')
+    echo "started again $took s after the SIGSTOP"
+    expect_out "^  restarted: after losing [a-z]*\[0\] (exit_reason(remote_link_unreachable)) .*; batch\[0\] from host 'w2' to 'w3'$"
+    expect_out "^  started 2 times; "
+    python3 "$here/record_ids.py" exactly-once --by-epoch --epochs 4 --records 10000 \
+      "$tmp/ids.txt" || fail "the sink's record ids: not every record exactly once per epoch"
+    thaw w2
+    wait_log w1 "node: job ended" 15
+    wait_log w3 "node: job ended" 15
+    expect_clean_end
+    ;;
   restarts_off)
     # --max-restarts 0: a job with checkpoints that loses its batcher's
     # node fails as before, naming a stage, and is not started again.
