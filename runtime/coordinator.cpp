@@ -146,25 +146,22 @@ void on_start(coordinator_self self, const job_layout& l) {
 
 // A replica or a service actor went down: the end of a replica, or a loss
 // that is tolerated, recovered from, or fails the job.
-// A lost node shows as remote_link_unreachable (its process died or froze,
-// or the link was cut) on the actors that ran there; remembered even once
-// the job failed (the failure may have come first, from a stage that lost
-// its peer there). A replica in this process that ended with that reason
-// took it from a lost peer: not itself on a lost node.
-void note_node_loss(coordinator_self self, const std::string& label,
-                    const caf::down_msg& dm) {
-  auto& st = self->state;
-  if (st.lost_to_node.empty() && dm.source.node() != self->node()
-      && dm.reason == caf::exit_reason::remote_link_unreachable)
-    st.lost_to_node = label + " (" + caf::to_string(dm.reason) + ")";
-}
-
 void on_down(coordinator_self self, caf::down_msg& dm) {
   auto& st = self->state;
+  // A lost node shows as remote_link_unreachable on the actors that ran
+  // there (its process died or froze, or its link was cut). A checkpoint
+  // being taken must not complete without such a replica: a restart would
+  // resume from a cut that lost it. (An actor of this process that ended
+  // with that reason took it from a lost peer.)
+  bool node_lost = dm.source.node() != self->node()
+                   && dm.reason == caf::exit_reason::remote_link_unreachable;
+  if (node_lost && st.round)
+    abandon_round(self, "a node was lost");
+  std::string label_lost;
   for (auto& r : st.replicas)
     if (!r.down && r.handle.address() == dm.source) {
       r.down = true;
-      note_node_loss(self, r.label, dm);
+      label_lost = r.label;
       round_lost(self, r);
       if (!r.done && st.error.empty() && !st.halting) {
         auto reason = dm.reason ? caf::to_string(dm.reason)
@@ -189,7 +186,7 @@ void on_down(coordinator_self self, caf::down_msg& dm) {
   std::vector<std::string> lost;
   for (auto& [label, handle] : st.services)
     if (handle.address() == dm.source)
-      note_node_loss(self, label, dm);
+      label_lost = label;
   for (auto& [label, handle] : st.services)
     if (handle.address() == dm.source && st.error.empty() && !st.halting
         && !st.restoring.count(label)) {
@@ -201,6 +198,13 @@ void on_down(coordinator_self self, caf::down_msg& dm) {
   for (auto& label : lost)
     service_lost(self, label,
                  dm.reason ? caf::to_string(dm.reason) : std::string{"exited"});
+  // The job failed with this loss, or was failing when it came (a stage
+  // that lost its peer there may report first): started again, it goes on
+  // (run_result::recoverable). A loss recovered from (items re-sent, a
+  // shard restored) leaves the job going, and a later failure is not it.
+  if (node_lost && !label_lost.empty() && !st.error.empty()
+      && st.lost_to_node.empty())
+    st.lost_to_node = label_lost + " (" + caf::to_string(dm.reason) + ")";
   maybe_checkpoint(self, false);
   maybe_complete(self);
 }

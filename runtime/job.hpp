@@ -167,7 +167,7 @@ struct job_options {
   /// dropped with its in-flight batches; a reader's share taken over by
   /// another replica, after which no checkpoint is taken), because whoever
   /// started it will start it again from its checkpoint, losing nothing.
-  /// `actorflow run` sets it unless --max-restarts is 0. Decoders' items
+  /// `actorflow run` sets it while --max-restarts are left. Decoders' items
   /// are still sent to the other replicas, and lost shards restored in
   /// place (neither loses anything).
   bool restart_on_loss = false;

@@ -1,7 +1,14 @@
 #include "runtime/relocate.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <stdexcept>
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
@@ -14,6 +21,61 @@
 namespace af {
 
 namespace {
+
+// Whether a TCP connection to `address` opens within `timeout`, on a
+// socket of our own: CAF 0.17's middleman connects blocking, in its one
+// actor, so a host that drops packets (a dead VM, a cut link) would hold
+// it for the kernel's connect timeout (minutes), and every later probe
+// with it. "" when it opens, else why not.
+std::string tcp_probe(const std::string& address,
+                      std::chrono::milliseconds timeout) {
+  auto parsed = parse_address(address);
+  if (!parsed)
+    return "not a HOST:PORT address";
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  auto port = std::to_string(parsed->port);
+  if (int rc = ::getaddrinfo(parsed->host.c_str(), port.c_str(), &hints, &found);
+      rc != 0)
+    return std::string{"cannot resolve it: "} + ::gai_strerror(rc);
+  std::string why = "no address";
+  for (auto* a = found; a != nullptr; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                      a->ai_protocol);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      ::close(fd);
+      why.clear();
+      break;
+    }
+    if (errno != EINPROGRESS) {
+      why = std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
+    pollfd p{fd, POLLOUT, 0};
+    int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (n == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0
+        && err == 0) {
+      ::close(fd);
+      why.clear();
+      break;
+    }
+    why = n == 0 ? "no TCP connection within "
+                     + std::to_string(timeout.count()) + " ms"
+                 : std::strerror(err != 0 ? err : errno);
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return why;
+}
 
 // Leaves the hosts in `down` out of `hosts`; false when none is left.
 template <class Repeated>
@@ -84,6 +146,11 @@ unreachable_hosts(caf::actor_system& sys, const topology::Topology& spec,
   std::vector<std::pair<std::string, std::string>> out;
   caf::scoped_actor self{sys};
   for (auto& host : placement_hosts(spec)) {
+    if (auto why = tcp_probe(address[host], timeout); !why.empty()) {
+      out.emplace_back(host, "host '" + host + "' (" + address[host]
+                               + "): " + why);
+      continue;
+    }
     node_spawner_actor spawner;
     try {
       spawner = connect_node(self, host, address[host], timeout);

@@ -388,6 +388,12 @@ restart_after(caf::actor_system& sys, const registry& reg,
                res.lost, res.error, from_text);
   std::string why;
   auto placed = placement_now(sys, original, why);
+  if (signals_received.load() > 0) {
+    // Interrupted while it was placed: not started again.
+    res.error += " (not started again: interrupted)";
+    end.interrupted = true;
+    return std::nullopt;
+  }
   if (!placed) {
     res.error += " (not started again: " + why + ")";
     return std::nullopt;
@@ -428,30 +434,29 @@ restart_after(caf::actor_system& sys, const registry& reg,
 /// job::start with `placed`. While the job is being started again after a
 /// lost node (`restarting`), a start that fails (another host went away
 /// meanwhile) is placed again and retried for restart_patience. nullopt:
-/// it did not start (the error is printed).
+/// it did not start; `why` says why.
 std::optional<job> start_placed(caf::actor_system& sys, const registry& reg,
                                 const loaded_topology& original,
                                 loaded_topology& placed,
-                                const job_options& jopts, bool restarting) {
+                                const job_options& jopts, bool restarting,
+                                std::string& why) {
   auto began = std::chrono::steady_clock::now();
   for (;;) {
     try {
       return job::start(sys, placed, reg, jopts);
     } catch (const std::exception& ex) {
+      why = ex.what();
       if (!restarting
           || std::chrono::steady_clock::now() - began >= restart_patience
-          || signals_received.load() > 0) {
-        std::fprintf(stderr, "actorflow: %s\n", ex.what());
+          || signals_received.load() > 0)
         return std::nullopt;
-      }
       spdlog::warn("restart: the job did not start ({}); placing it again",
                    ex.what());
       std::this_thread::sleep_for(std::chrono::seconds{1});
-      std::string why;
-      auto next = placement_now(sys, original, why);
+      std::string where;
+      auto next = placement_now(sys, original, where);
       if (!next) {
-        std::fprintf(stderr, "actorflow: %s (not started again: %s)\n",
-                     ex.what(), why.c_str());
+        why += "; " + where;
         return std::nullopt;
       }
       placed = std::move(*next);
@@ -500,18 +505,27 @@ int run_job(caf::actor_system& sys, const run_args& args,
     }
   }
   jopts.on_progress = monitor.on_progress(!args.logdir.empty());
-  // With checkpoints, a lost trainer or reader share is recovered by
-  // starting again (nothing lost) rather than by going on without it.
-  jopts.restart_on_loss =
-    args.max_restarts > 0 && to_run.spec.has_checkpoint();
   install_signal_handlers();
   restarts again;
   auto placed = to_run;
   job_end end;
   for (;;) {
-    auto j = start_placed(sys, reg, to_run, placed, jopts, again.count > 0);
-    if (!j)
+    // (Once the restarts are used up, a loss is handled as without them.)
+    jopts.restart_on_loss = again.count < args.max_restarts
+                            && to_run.spec.has_checkpoint();
+    std::string why;
+    auto j =
+      start_placed(sys, reg, to_run, placed, jopts, again.count > 0, why);
+    if (!j && again.count == 0) {
+      std::fprintf(stderr, "actorflow: %s\n", why.c_str());
       return exit_failure;
+    }
+    if (!j) {
+      // The summary is the last start's, which failed for its lost node.
+      end.result.error += " (not started again: " + why + ")";
+      end.interrupted = signals_received.load() > 0;
+      break;
+    }
     if (again.count > 0) {
       monitor.restarted(*j);
     } else if (!args.logdir.empty()) {
