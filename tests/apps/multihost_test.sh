@@ -425,6 +425,19 @@ restart_training() {
   expect_clean_end "$victim"
 }
 
+# start_multi_restart: nodes w1, w2 and w3, and data/multi_restart.pbtxt.in
+# filled in (Fashion-MNIST's test split, the sink's ids in $tmp/ids.txt,
+# checkpoints in $tmp/ckpt).
+start_multi_restart() {
+  local images
+  images=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 't10k-images-idx3' | head -1)
+  [ -n "$images" ] || skip_missing "needs Debian's dataset-fashion-mnist"
+  start_node w1; start_node w2; start_node w3
+  topology multi_restart "${port[w1]}" "${port[w2]}" "${port[w3]}"
+  sed -i -e "s|@IMAGES@|$images|" -e "s|@LABELS@|${images/images-idx3/labels-idx1}|" \
+    -e "s|@IDS@|$tmp/ids.txt|" -e "s|@D@|$tmp/ckpt|" "$topo"
+}
+
 # The CTR job of data/multi_placement.pbtxt.in on nodes w1 and w2.
 run_placement() {
   topology multi_placement "${port[w1]}" "${port[w2]}"
@@ -640,12 +653,7 @@ EOF
     # connection, so only the node's own answer tells): the job starts
     # again with the batcher on w3 and finishes, each (epoch, record)
     # exactly once. Thawed, w2 ends its part of the job.
-    images=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 't10k-images-idx3' | head -1)
-    [ -n "$images" ] || skip_missing "needs Debian's dataset-fashion-mnist"
-    start_node w1; start_node w2; start_node w3
-    topology multi_restart "${port[w1]}" "${port[w2]}" "${port[w3]}"
-    sed -i -e "s|@IMAGES@|$images|" -e "s|@LABELS@|${images/images-idx3/labels-idx1}|" \
-      -e "s|@IDS@|$tmp/ids.txt|" -e "s|@D@|$tmp/ckpt|" "$topo"
+    start_multi_restart
     start_job 90 "$tmp/err" 'checkpoint at step [0-9]\+ written'
     freeze w2
     wait $job; rc=$?
@@ -667,12 +675,7 @@ EOF
   restarts_off)
     # --max-restarts 0: a job with checkpoints that loses its batcher's
     # node fails as before, naming a stage, and is not started again.
-    images=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 't10k-images-idx3' | head -1)
-    [ -n "$images" ] || skip_missing "needs Debian's dataset-fashion-mnist"
-    start_node w1; start_node w2; start_node w3
-    topology multi_restart "${port[w1]}" "${port[w2]}" "${port[w3]}"
-    sed -i -e "s|@IMAGES@|$images|" -e "s|@LABELS@|${images/images-idx3/labels-idx1}|" \
-      -e "s|@IDS@|$tmp/ids.txt|" -e "s|@D@|$tmp/ckpt|" "$topo"
+    start_multi_restart
     job_args=(--max-restarts 0)
     start_job 90 "$tmp/err" 'checkpoint at step [0-9]\+ written'
     kill -KILL "${node_pid[w2]}"
@@ -697,12 +700,7 @@ EOF
     # after a lost node"). The sink's record ids: each (epoch, record)
     # exactly once (what was consumed after the checkpoint a restart
     # continues from is cut from the list, and comes again).
-    images=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 't10k-images-idx3' | head -1)
-    [ -n "$images" ] || skip_missing "needs Debian's dataset-fashion-mnist"
-    start_node w1; start_node w2; start_node w3
-    topology multi_restart "${port[w1]}" "${port[w2]}" "${port[w3]}"
-    sed -i -e "s|@IMAGES@|$images|" -e "s|@LABELS@|${images/images-idx3/labels-idx1}|" \
-      -e "s|@IDS@|$tmp/ids.txt|" -e "s|@D@|$tmp/ckpt|" "$topo"
+    start_multi_restart
     start_job 90 "$tmp/err" 'checkpoint at step [0-9]\+ written'
     t_kill=$(date +%s.%N)
     kill -KILL "${node_pid[w2]}"
