@@ -154,6 +154,28 @@ public:
   // without the checkpoint.
   void resume() override { client_->join(); }
 
+  // Not done: the staged batch, and the one whose push the shards have not
+  // acknowledged (a batch is done once its gradients are applied). With
+  // several trainers their producers keep both until then, and send them
+  // to another trainer if this one is lost (stage_type::resend_unfinished).
+  size_t held() const override {
+    return (slots_[1 - next_].full ? 1 : 0)
+           + (client_->push_unacknowledged() ? 1 : 0);
+  }
+
+  size_t most_held() const override { return 2; }
+
+  // The producer waits for these two (its byte budget is used up): train
+  // the staged batch and take the acknowledgements now.
+  void release(emitter&) override {
+    auto& last = slots_[1 - next_];
+    if (last.full)
+      step(last, nullptr);
+    if (prefetched_)
+      take_prefetched();
+    account(client_->flush());
+  }
+
   std::string snapshot() const override {
     return save_state("trainer/1", steps_, samples_, skipped_, epoch_,
                       epoch_loss_, epoch_samples_);
@@ -405,6 +427,7 @@ stage_type trainer_type() {
                   "servers (pull, forward/backward, push)";
   t.blocking = true; // BLAS/GPU steps and blocking pulls
   t.replicas_may_fail = true;
+  t.resend_unfinished = true;
   t.check = check;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<trainer>(info, s);

@@ -98,6 +98,7 @@ bool tolerate(coordinator_self self, replica_entry& failed,
       for (auto& [label, handle] : st.services)
         self->send(handle, replica_lost_atom::value, failed.stage,
                    replica_of(failed.label));
+      hand_on_unfinished(self, failed);
       return true;
     }
   return false;
@@ -168,12 +169,15 @@ void on_down(coordinator_self self, caf::down_msg& dm) {
                                 : std::string{"exited before its end of "
                                               "stream"};
         // Started again from the checkpoint instead, losing nothing
-        // (job_options::restart_on_loss).
+        // (job_options::restart_on_loss): a trainer or a reader. A
+        // decoder's items still go to the other replicas.
         bool restart = st.opts.restart_on_loss && checkpoints_on(st)
                        && dm.reason == caf::exit_reason::remote_link_unreachable;
-        if ((restart || !tolerate(self, r, reason))
-            && (restart || !reassign(self, r, reason))
-            && !resend_lost(self, r, reason))
+        bool handled = restart ? !r.may_fail && resend_lost(self, r, reason)
+                               : tolerate(self, r, reason)
+                                   || reassign(self, r, reason)
+                                   || resend_lost(self, r, reason);
+        if (!handled)
           record_error(self, "stage " + r.label + " went down: " + reason
                                + (st.plan->reassignable.count(r.stage)
                                       || st.plan->resent.count(r.stage)
@@ -286,6 +290,11 @@ void maybe_complete(coordinator_self self) {
   result.stopped = st.stopped;
   result.error = st.error;
   result.tolerated_failures = st.tolerated;
+  for (auto& r : st.replicas)
+    if (r.failed && st.plan && st.plan->resent.count(r.stage))
+      for (auto& line : result.tolerated_failures)
+        if (line.rfind(r.label + ": ", 0) == 0)
+          line += resent_note(st, r.label);
   for (auto& r : st.restored)
     result.restored.push_back(r.text + ": " + std::to_string(r.lost)
                               + " steps lost");

@@ -106,8 +106,9 @@ struct job_plan {
   std::string topology_text;
   std::chrono::milliseconds connect_timeout{10000};
   std::set<std::string> reassignable; // stage names (with >1 replica)
-  // one_to_one stages with >1 replica: a lost replica's unfinished items
-  // go to the others (downstream_edge::resend).
+  // one_to_one and stage_type::resend_unfinished stages (trainers) with >1
+  // replica: a lost replica's unfinished items go to the others
+  // (downstream_edge::resend).
   std::set<std::string> resent;
   std::map<std::string, std::vector<std::string>> consumers; // stage ->
   std::map<std::string, std::vector<std::string>> producers; // stage ->
@@ -274,6 +275,15 @@ void service_lost(coordinator_self self, const std::string& label,
 // one_to_one stage; false when that is not possible.
 bool resend_lost(coordinator_self self, replica_entry& lost,
                  const std::string& why);
+
+// Replica `lost` of a stage in job_plan::resent is gone for good (lost or
+// failed): its producers send what it had not finished to the other
+// replicas, its consumers close its edge.
+void hand_on_unfinished(coordinator_self self, const replica_entry& lost);
+
+// "; N items it had not finished went to the other replicas", by the
+// producers' counts (edge_stats::resent_items), for the summary.
+std::string resent_note(const coordinator_state& st, const std::string& label);
 
 // A surviving replica of a reassignable source takes over the lost one's
 // input; false when that is not possible.

@@ -76,6 +76,7 @@ uint64_t outbound::remove(peer_id id, std::vector<batch>* resend) {
   auto lost = i->in_flight_items;
   if (resend != nullptr && i->keep) {
     lost -= std::min<uint64_t>(lost, i->unacked.size());
+    i->stats.resent_items += i->unacked.size();
     for (auto& b : i->unacked)
       resend->push_back(std::move(b));
   }

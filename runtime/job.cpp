@@ -199,8 +199,8 @@ std::shared_ptr<job_plan> plan_of(const topology::Topology& spec,
     auto* type = reg.find(s.type());
     if (type != nullptr && type->reassignable && replicas_of(s) > 1)
       plan->reassignable.insert(s.name());
-    if (type != nullptr && type->one_to_one && replicas_of(s) > 1
-        && s.input_size() > 0)
+    if (type != nullptr && (type->one_to_one || type->resend_unfinished)
+        && replicas_of(s) > 1 && s.input_size() > 0)
       plan->resent.insert(s.name());
     for (auto& in : s.input()) {
       plan->consumers[in.stage()].push_back(s.name());

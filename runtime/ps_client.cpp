@@ -237,6 +237,10 @@ void ps_client::impl::await_pull(gpu::model& m, std::vector<bool>& seen) {
 
 // --- the rest ------------------------------------------------------------
 
+bool ps_client::push_unacknowledged() const noexcept {
+  return !impl_->pushes.empty() || impl_->stepping;
+}
+
 uint64_t ps_client::network_bytes() const noexcept {
   return impl_->network_bytes;
 }

@@ -90,6 +90,10 @@ public:
                              double topk_fraction, uint64_t clock,
                              const std::vector<int64_t>& next_rows);
   push_result flush();
+  /// Whether a push was sent whose acknowledgements were not yet taken
+  /// (by the next push, flush(), or pull_wait() after push_then_pull):
+  /// until then the shards may not have applied it.
+  bool push_unacknowledged() const noexcept;
 
   /// Blocks until `steps` pushes were applied or training finished.
   ps_progress wait(uint64_t steps);

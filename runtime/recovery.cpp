@@ -211,21 +211,39 @@ bool resend_lost(coordinator_self self, replica_entry& lost,
   if (!alive)
     return false;
   lost.failed = true;
+  st.tolerated.push_back(lost.label + ": " + why);
+  spdlog::warn("{} went down ({}); its unfinished items go to the other "
+               "replicas of {}",
+               lost.label, why, lost.stage);
+  hand_on_unfinished(self, lost);
+  return true;
+}
+
+void hand_on_unfinished(coordinator_self self, const replica_entry& lost) {
+  auto& st = self->state;
+  if (!st.plan || !st.plan->resent.count(lost.stage))
+    return;
+  // (Producers on the lost replica's node may not hear of its loss from
+  // CAF: they are told.)
   for (auto& producer : st.plan->producers[lost.stage])
     tell_stage(self, producer, output_lost_atom::value, lost.label);
   for (auto& consumer : st.plan->consumers[lost.stage])
     tell_stage(self, consumer, input_lost_atom::value, lost.label);
-  st.tolerated.push_back(lost.label + ": " + why
-                         + "; its unfinished items went to the other "
-                           "replicas");
-  spdlog::warn("{} went down ({}); its unfinished items go to the other "
-               "replicas of {}",
-               lost.label, why, lost.stage);
   // Items sent again now come after the barrier of a checkpoint being
   // taken, while they were read before its cut.
   if (st.round)
     abandon_round(self, lost.label + " was lost");
-  return true;
+}
+
+std::string resent_note(const coordinator_state& st,
+                        const std::string& label) {
+  uint64_t n = 0;
+  for (auto& [who, s] : st.stats)
+    for (auto& e : s.out_edges)
+      if (e.peer == label)
+        n += e.resent_items;
+  return "; " + std::to_string(n) + " items it had not finished went to the "
+         + "other replicas";
 }
 
 // Replica `lost` of a reassignable source stage went down: a surviving

@@ -35,6 +35,13 @@ struct stage_type {
   /// number (parse, decode): such stages may have several replicas in
   /// deterministic mode.
   bool one_to_one = false;
+  /// A lost or failed replica's unfinished input goes to the other
+  /// replicas of the stage (at-least-once; one_to_one stages do this
+  /// too): producers keep each item until the replica's credit for it
+  /// comes back, and the replica returns it only once the item's work is
+  /// done (stage_logic::held). Trainers: a batch counts as done once its
+  /// push was acknowledged (docs/training.md, "Losing a trainer").
+  bool resend_unfinished = false;
   /// A failed replica is logged and the job goes on as long as another
   /// replica of the stage runs or ended normally (trainers: the others keep
   /// training). The job fails when every replica failed.

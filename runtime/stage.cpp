@@ -40,6 +40,17 @@ uint64_t stage_logic::quiesce() {
 void stage_logic::resume() {
 }
 
+size_t stage_logic::held() const {
+  return 0;
+}
+
+size_t stage_logic::most_held() const {
+  return 0;
+}
+
+void stage_logic::release(emitter&) {
+}
+
 void stage_logic::take_over(uint32_t, uint64_t) {
   throw std::logic_error("this stage type cannot take over a lost "
                          "replica's input");

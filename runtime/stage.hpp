@@ -144,6 +144,18 @@ public:
   /// resumed job: continue (a trainer rejoins the shards' clocks).
   /// Default: nothing.
   virtual void resume();
+  /// Input items process() took whose work is not done yet (a trainer's
+  /// staged batch, and the one whose push is not yet acknowledged): their
+  /// credit goes back only once they are done, so that on an input that
+  /// re-sends (stage_type::resend_unfinished) the producer still holds
+  /// them if this replica is lost. The oldest finish first. Default: 0.
+  virtual size_t held() const;
+  /// The most held() can be; such an input's window grows by it, so that
+  /// the held items do not take the window's prefetch. Default: 0.
+  virtual size_t most_held() const;
+  /// Finish the held items' work now: a producer waits for their credit
+  /// (its window or byte budget is used up). Default: nothing.
+  virtual void release(emitter& out);
   /// Adds the stage's own metrics (loss, accuracy...) to `out`; called on
   /// the replica's thread whenever it reports its stats.
   virtual void metrics(std::vector<metric>& out) const;

@@ -35,6 +35,43 @@ namespace {
 // fast source on a shared scheduler thread yields to other actors.
 constexpr int produce_burst = 32;
 
+// Credits the items from re-sending inputs that the logic no longer holds
+// (stage_logic::held), oldest first, each at once: an item done whose
+// credit waited for a half window would be sent again, and done twice, if
+// this replica were lost.
+void settle_held(stage_self self) {
+  auto& st = self->state;
+  auto held = st.setup.logic->held();
+  while (st.credit_when_done.size() > held) {
+    auto [idx, bytes] = st.credit_when_done.front();
+    st.credit_when_done.pop_front();
+    auto& edge = st.in.edges()[idx];
+    if (st.in.consumed(edge, bytes, true))
+      send_credit(self, edge);
+  }
+}
+
+// Whether a producer waits for the credit of items the logic holds: its
+// window, or (by the largest item held) its byte budget, is used up. Then
+// the logic must finish them now (stage_logic::release), or both wait.
+bool held_blocks(const stage_state& st) {
+  auto& edges = st.in.edges();
+  std::vector<uint64_t> items(edges.size()), bytes(edges.size()),
+    largest(edges.size());
+  for (auto [idx, b] : st.credit_when_done) {
+    ++items[idx];
+    bytes[idx] += b;
+    largest[idx] = std::max(largest[idx], b);
+  }
+  for (size_t i = 0; i < edges.size(); ++i)
+    if (items[i] > 0 && !edges[i].ended
+        && (edges[i].held_items >= edges[i].window
+            || (edges[i].byte_budget > 0
+                && bytes[i] + largest[i] > edges[i].byte_budget)))
+      return true;
+  return false;
+}
+
 // Runs one queued input through the stage.
 void handle_input(stage_self self) {
   auto& st = self->state;
@@ -49,10 +86,14 @@ void handle_input(stage_self self) {
       st.stats.bytes_in += bytes;
       edge.epochs_seen = std::max(edge.epochs_seen, ev.value.epoch + 1);
       st.setup.logic->process(std::move(ev.value), st);
-      if (edge.resend && !st.outputs.empty())
+      if (edge.resend && !st.outputs.empty()) {
         st.credit_after_output.emplace_back(ev.edge, bytes);
-      else if (st.in.consumed(edge, bytes, false))
+      } else if (edge.resend) {
+        st.credit_when_done.emplace_back(ev.edge, bytes);
+        settle_held(self);
+      } else if (st.in.consumed(edge, bytes, false)) {
         send_credit(self, edge);
+      }
       break;
     }
     case input_event::epoch_end:
@@ -142,8 +183,17 @@ void pump(stage_self self) {
         handle_input(self);
         continue;
       }
+      if (!st.credit_when_done.empty() && held_blocks(st)) {
+        st.setup.logic->release(st);
+        settle_held(self);
+        if (!st.credit_when_done.empty() && held_blocks(st))
+          throw std::logic_error("release() left items held that a "
+                                 "producer waits for");
+        continue;
+      }
       if (st.checkpoint_pending && !st.finished && cut_reached(st)) {
         take_cut(self);
+        settle_held(self);
         continue;
       }
       if (producing(st)) {
@@ -163,6 +213,7 @@ void pump(stage_self self) {
       bool inputs_done = (st.source || st.in.all_ended()) && st.produce_done;
       if (inputs_done && !st.finished) {
         st.setup.logic->finish(st);
+        settle_held(self);
         st.outputs.push_back(
           output_event{output_event::stream_end, batch{}, 0});
         st.finished = true;

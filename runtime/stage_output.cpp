@@ -156,6 +156,13 @@ void lose_output(stage_self self, peer_id id, const std::string& why,
   for (auto& e : st.out.edges())
     if (e.id == id) {
       auto name = e.stats.peer;
+      // A consumer that ended normally did everything it was sent (or
+      // needed no more: a stop): nothing of it goes out again.
+      if (!abnormal) {
+        e.unacked.clear();
+        e.in_flight_items = 0;
+        e.in_flight_bytes = 0;
+      }
       std::vector<batch> again;
       auto lost = st.out.remove(id, &again);
       for (auto it = again.rbegin(); it != again.rend(); ++it)
@@ -165,7 +172,8 @@ void lose_output(stage_self self, peer_id id, const std::string& why,
         spdlog::warn("{}: consumer '{}' went down ({}); the {} items it had "
                      "not finished go to the other replicas",
                      st.label, name, why, again.size());
-      if ((lost > 0 || abnormal) && !(st.paused && lost == 0))
+      if ((lost > 0 || (abnormal && again.empty()))
+          && !(st.paused && lost == 0))
         spdlog::warn("{}: consumer '{}' went down ({}); {} items in flight "
                      "to it were lost, its credit is returned",
                      st.label, name, why, lost);

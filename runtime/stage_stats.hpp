@@ -23,6 +23,9 @@ struct edge_stats {
   uint64_t max_in_flight_items = 0;
   uint64_t max_in_flight_bytes = 0;
   uint64_t lost_items = 0; // in flight when the peer went down
+  /// Sent again to the other replicas when the peer went down
+  /// (downstream_edge::resend): it had not finished them.
+  uint64_t resent_items = 0;
   /// The consumer runs on another node: bytes_sent crossed the network.
   bool remote = false;
 };
@@ -31,7 +34,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, edge_stats& x) {
   return f(caf::meta::type_name("af::edge_stats"), x.peer, x.window,
            x.byte_budget, x.items_sent, x.bytes_sent, x.max_in_flight_items,
-           x.max_in_flight_bytes, x.lost_items, x.remote);
+           x.max_in_flight_bytes, x.lost_items, x.resent_items, x.remote);
 }
 
 /// A named value a stage reports about its own work (a trainer's loss,

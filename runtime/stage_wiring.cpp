@@ -63,12 +63,14 @@ bool wire(stage_self self, const wiring& w) {
     }
   for (auto& u : w.upstreams) {
     auto peer = caf::actor_cast<stage_actor>(u.peer);
-    st.in.add(peer, u.name, u.window, u.byte_budget);
+    // What the logic holds until done does not take the window's prefetch.
+    auto window = u.window + (u.resend ? st.setup.logic->most_held() : 0);
+    st.in.add(peer, u.name, window, u.byte_budget);
     st.in.edges().back().replaceable = u.replaceable;
     st.in.edges().back().resend = u.resend;
     self->monitor(peer);
     monitor_stand_in(self, peer);
-    self->send(via_data_plane(self, peer), open_atom::value, u.window,
+    self->send(via_data_plane(self, peer), open_atom::value, window,
                u.byte_budget);
   }
   for (auto& d : w.downstreams) {
