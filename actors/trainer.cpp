@@ -139,12 +139,7 @@ public:
   // waiting for it completes without it (other trainers may have been
   // given more batches before the cut).
   uint64_t quiesce() override {
-    auto& last = slots_[1 - next_];
-    if (last.full)
-      step(last, nullptr);
-    if (prefetched_)
-      take_prefetched();
-    account(client_->flush());
+    train_held();
     client_->pause();
     return steps_;
   }
@@ -165,16 +160,8 @@ public:
 
   size_t most_held() const override { return 2; }
 
-  // The producer waits for these two (its byte budget is used up): train
-  // the staged batch and take the acknowledgements now.
-  void release(emitter&) override {
-    auto& last = slots_[1 - next_];
-    if (last.full)
-      step(last, nullptr);
-    if (prefetched_)
-      take_prefetched();
-    account(client_->flush());
-  }
+  // The producer waits for these two (its byte budget is used up).
+  void release(emitter&) override { train_held(); }
 
   std::string snapshot() const override {
     return save_state("trainer/1", steps_, samples_, skipped_, epoch_,
@@ -213,6 +200,17 @@ public:
   }
 
 private:
+  // Trains the staged batch and takes the last push's acknowledgements:
+  // nothing is held (held() == 0) afterwards.
+  void train_held() {
+    auto& last = slots_[1 - next_];
+    if (last.full)
+      step(last, nullptr);
+    if (prefetched_)
+      take_prefetched();
+    account(client_->flush());
+  }
+
   // Copies the host batch into pinned memory (device buffers sized too).
   void stage(slot& s) {
     auto in = s.host.input_bytes();
