@@ -306,13 +306,17 @@ private:
     // Trained: its gradients are pushed (a skipped step trained nothing).
     if (ids_)
       ids_->write(steps_, cur.host.epoch, cur.ids);
-    if (cur.host.epoch != epoch_) {
+    if (cur.host.epoch > epoch_ || samples_ == 0) {
       epoch_ = cur.host.epoch;
       epoch_loss_ = 0;
       epoch_samples_ = 0;
     }
-    epoch_loss_ += r.loss_sum;
-    epoch_samples_ += static_cast<uint64_t>(cur.host.n);
+    // (A batch of an earlier epoch, sent again from a lost trainer, does
+    // not count in this epoch's loss.)
+    if (cur.host.epoch == epoch_) {
+      epoch_loss_ += r.loss_sum;
+      epoch_samples_ += static_cast<uint64_t>(cur.host.n);
+    }
     samples_ += static_cast<uint64_t>(cur.host.n);
     if (cfg_.log_every > 0
         && steps_ % static_cast<uint64_t>(cfg_.log_every) == 0)

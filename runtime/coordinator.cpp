@@ -169,18 +169,21 @@ void on_down(coordinator_self self, caf::down_msg& dm) {
                                 : std::string{"exited before its end of "
                                               "stream"};
         // Started again from the checkpoint instead, losing nothing
-        // (job_options::restart_on_loss): a trainer or a reader. A
-        // decoder's items still go to the other replicas.
+        // (job_options::restart_on_loss): a trainer or a reader, whose
+        // stage would go on short of a replica. A one-to-one stage's
+        // items still go to the other replicas.
         bool restart = st.opts.restart_on_loss && checkpoints_on(st)
                        && dm.reason == caf::exit_reason::remote_link_unreachable;
-        bool handled = restart ? !r.may_fail && resend_lost(self, r, reason)
+        bool handled = restart ? st.plan->one_to_one.count(r.stage) > 0
+                                   && resend_lost(self, r, reason)
                                : tolerate(self, r, reason)
                                    || reassign(self, r, reason)
                                    || resend_lost(self, r, reason);
+        bool others_could = st.plan->reassignable.count(r.stage) > 0
+                            || st.plan->resent.count(r.stage) > 0;
         if (!handled)
           record_error(self, "stage " + r.label + " went down: " + reason
-                               + (st.plan->reassignable.count(r.stage)
-                                      || st.plan->resent.count(r.stage)
+                               + (others_could && !restart
                                     ? " (and no other replica of the "
                                       "stage is left to take over its "
                                       "work)"

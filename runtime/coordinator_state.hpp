@@ -110,6 +110,7 @@ struct job_plan {
   // replica: a lost replica's unfinished items go to the others
   // (downstream_edge::resend).
   std::set<std::string> resent;
+  std::set<std::string> one_to_one; // those of `resent` that are one_to_one
   std::map<std::string, std::vector<std::string>> consumers; // stage ->
   std::map<std::string, std::vector<std::string>> producers; // stage ->
 };
@@ -195,6 +196,10 @@ struct coordinator_state {
   std::string no_more_checkpoints;
   std::map<std::string, restore_attempt> restoring;
   std::vector<restored_entry> restored;
+  // A lost replica whose items are re-sent (job_plan::resent) -> the
+  // producer replicas that had ended by then: what they had sent it and it
+  // had not finished is lost (resent_note).
+  std::map<std::string, std::vector<std::string>> ended_producers;
   // The first replica or service lost with its node ("batch[0]
   // (exit_reason(remote_link_unreachable))"): run_result::lost.
   std::string lost_to_node;

@@ -200,8 +200,11 @@ std::shared_ptr<job_plan> plan_of(const topology::Topology& spec,
     if (type != nullptr && type->reassignable && replicas_of(s) > 1)
       plan->reassignable.insert(s.name());
     if (type != nullptr && (type->one_to_one || type->resend_unfinished)
-        && replicas_of(s) > 1 && s.input_size() > 0)
+        && replicas_of(s) > 1 && s.input_size() > 0) {
       plan->resent.insert(s.name());
+      if (type->one_to_one)
+        plan->one_to_one.insert(s.name());
+    }
     for (auto& in : s.input()) {
       plan->consumers[in.stage()].push_back(s.name());
       plan->producers[s.name()].push_back(in.stage());

@@ -163,8 +163,8 @@ struct job_options {
   /// checkpoint is missing or incomplete.
   std::optional<uint64_t> resume_step;
   /// With checkpoints: a lost node ends the job as run_result::recoverable
-  /// also where it would go on without what was lost (a trainer replica
-  /// dropped with its in-flight batches; a reader's share taken over by
+  /// also where it would go on without what was lost (a trainer replica,
+  /// the job going on with fewer trainers; a reader's share taken over by
   /// another replica, after which no checkpoint is taken), because whoever
   /// started it will start it again from its checkpoint, losing nothing.
   /// `actorflow run` sets it while --max-restarts are left. Decoders' items

@@ -224,9 +224,14 @@ void hand_on_unfinished(coordinator_self self, const replica_entry& lost) {
   if (!st.plan || !st.plan->resent.count(lost.stage))
     return;
   // (Producers on the lost replica's node may not hear of its loss from
-  // CAF: they are told.)
-  for (auto& producer : st.plan->producers[lost.stage])
+  // CAF: they are told.) A producer that has ended keeps nothing: what it
+  // sent that was not finished is lost.
+  for (auto& producer : st.plan->producers[lost.stage]) {
     tell_stage(self, producer, output_lost_atom::value, lost.label);
+    for (auto& r : st.replicas)
+      if (r.stage == producer && r.down)
+        st.ended_producers[lost.label].push_back(r.label);
+  }
   for (auto& consumer : st.plan->consumers[lost.stage])
     tell_stage(self, consumer, input_lost_atom::value, lost.label);
   // Items sent again now come after the barrier of a checkpoint being
@@ -242,8 +247,17 @@ std::string resent_note(const coordinator_state& st,
     for (auto& e : s.out_edges)
       if (e.peer == label)
         n += e.resent_items;
-  return "; " + std::to_string(n) + " items it had not finished went to the "
-         + "other replicas";
+  std::string note = "; " + std::to_string(n)
+                     + " items it had not finished went to the other "
+                       "replicas";
+  auto it = st.ended_producers.find(label);
+  if (it != st.ended_producers.end()) {
+    note += "; those it held from ";
+    for (size_t i = 0; i < it->second.size(); ++i)
+      note += (i ? ", " : "") + it->second[i];
+    note += ", which had ended, were lost";
+  }
+  return note;
 }
 
 // Replica `lost` of a reassignable source stage went down: a surviving

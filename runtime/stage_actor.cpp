@@ -43,31 +43,21 @@ void settle_held(stage_self self) {
   auto& st = self->state;
   auto held = st.setup.logic->held();
   while (st.credit_when_done.size() > held) {
-    auto [idx, bytes] = st.credit_when_done.front();
+    auto& edge = st.in.edges()[st.credit_when_done.front()];
     st.credit_when_done.pop_front();
-    auto& edge = st.in.edges()[idx];
-    if (st.in.consumed(edge, bytes, true))
+    if (st.in.consumed(edge, 0, true))
       send_credit(self, edge);
   }
 }
 
 // Whether a producer waits for the credit of items the logic holds: its
-// window, or (by the largest item held) its byte budget, is used up. Then
-// the logic must finish them now (stage_logic::release), or both wait.
+// window is used up (the logic held more than its most_held()). Then the
+// logic must finish them now (stage_logic::release), or both wait. (Their
+// bytes went back as they came: a byte budget never waits for them.)
 bool held_blocks(const stage_state& st) {
   auto& edges = st.in.edges();
-  std::vector<uint64_t> items(edges.size()), bytes(edges.size()),
-    largest(edges.size());
-  for (auto [idx, b] : st.credit_when_done) {
-    ++items[idx];
-    bytes[idx] += b;
-    largest[idx] = std::max(largest[idx], b);
-  }
-  for (size_t i = 0; i < edges.size(); ++i)
-    if (items[i] > 0 && !edges[i].ended
-        && (edges[i].held_items >= edges[i].window
-            || (edges[i].byte_budget > 0
-                && bytes[i] + largest[i] > edges[i].byte_budget)))
+  for (auto idx : st.credit_when_done)
+    if (!edges[idx].ended && edges[idx].held_items >= edges[idx].window)
       return true;
   return false;
 }
@@ -89,8 +79,12 @@ void handle_input(stage_self self) {
       if (edge.resend && !st.outputs.empty()) {
         st.credit_after_output.emplace_back(ev.edge, bytes);
       } else if (edge.resend) {
-        st.credit_when_done.emplace_back(ev.edge, bytes);
+        // Its bytes go back now (a demand of 0 items): what the logic holds
+        // must not use up the byte budget. The item's credit waits.
+        edge.done_bytes += bytes;
+        st.credit_when_done.push_back(ev.edge);
         settle_held(self);
+        send_credit(self, edge);
       } else if (st.in.consumed(edge, bytes, false)) {
         send_credit(self, edge);
       }

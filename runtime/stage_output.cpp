@@ -145,7 +145,7 @@ void flush_outputs(stage_self self) {
 
 void send_credit(stage_self self, inbound::edge& e) {
   auto [items, bytes] = self->state.in.take_credit(e);
-  if (items > 0 && !e.ended)
+  if ((items > 0 || bytes > 0) && !e.ended)
     self->send(via_data_plane(self, e.peer), demand_atom::value, items,
                bytes);
 }

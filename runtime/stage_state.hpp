@@ -62,8 +62,9 @@ struct stage_state : emitter {
   // queued: (input edge, bytes), credited once the outputs left.
   std::vector<std::pair<size_t, uint64_t>> credit_after_output;
   // Items from such inputs that the logic still holds (stage_logic::held),
-  // oldest first: credited as it lets them go (settle_held).
-  std::deque<std::pair<size_t, uint64_t>> credit_when_done;
+  // oldest first, by input edge: credited as it lets them go
+  // (settle_held); their bytes went back when they came.
+  std::deque<size_t> credit_when_done;
   bool finished = false; // finish() ran, end_of_stream is queued
   bool failed = false;   // a stream_error was raised or received
   // Inputs on other nodes whose down message was held back until the data

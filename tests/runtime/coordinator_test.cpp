@@ -49,7 +49,8 @@ private:
 
 // A sink that, like a trainer, holds the last `hold` items it took until
 // the next ones come (stage_logic::held): an item is "done" when it leaves
-// the hold. Replica `fail_replica` throws at its item `fail_at`, with the
+// the hold. It says it holds at most `most_held` (default: `hold`; less
+// breaks the contract, to test the runtime's release()). Replica `fail_replica` throws at its item `fail_at`, with the
 // held items not done. Every done item's seq goes into `done` (shared by
 // the replicas).
 struct done_items {
@@ -62,9 +63,14 @@ public:
   holding_sink(const stage_info& info, const topology::Stage& s,
                std::shared_ptr<done_items> done)
     : done_(std::move(done)), hold_(static_cast<size_t>(option(s, "hold", 2))),
-      fail_at_(option(s, "fail_at", -1)) {
-    if (option(s, "fail_replica", -1) != static_cast<int64_t>(info.replica))
+      most_held_(static_cast<size_t>(
+        option(s, "most_held", static_cast<int64_t>(hold_)))),
+      fail_at_(option(s, "fail_at", -1)),
+      fail_in_finish_ms_(option(s, "fail_in_finish_ms", -1)) {
+    if (option(s, "fail_replica", -1) != static_cast<int64_t>(info.replica)) {
       fail_at_ = -1;
+      fail_in_finish_ms_ = -1;
+    }
   }
 
   void process(batch&& item, emitter&) override {
@@ -75,14 +81,24 @@ public:
     while (held_.size() > hold_)
       finish_one();
   }
+  // Called by the runtime only (counted).
   void release(emitter&) override {
     ++releases;
     while (!held_.empty())
       finish_one();
   }
-  void finish(emitter& out) override { release(out); }
+  void finish(emitter&) override {
+    if (fail_in_finish_ms_ >= 0) {
+      // Its producers have ended by now: nobody keeps what it holds.
+      std::this_thread::sleep_for(
+        std::chrono::milliseconds{fail_in_finish_ms_});
+      throw std::runtime_error("injected failure in finish");
+    }
+    while (!held_.empty())
+      finish_one();
+  }
   size_t held() const override { return held_.size(); }
-  size_t most_held() const override { return hold_; }
+  size_t most_held() const override { return most_held_; }
 
   static inline std::atomic<int> releases{0};
 
@@ -94,8 +110,8 @@ private:
   }
 
   std::shared_ptr<done_items> done_;
-  size_t hold_;
-  int64_t fail_at_;
+  size_t hold_, most_held_;
+  int64_t fail_at_, fail_in_finish_ms_;
   int64_t seen_ = 0;
   std::deque<uint64_t> held_;
 };
@@ -255,26 +271,28 @@ TEST_CASE_METHOD(coordinator_fixture,
                  "(trainers) hands the items it had not finished to the "
                  "others, and holding items never stalls a producer",
                  "[coordinator]") {
-  auto text = [](int window, int byte_budget, int replicas, int fail) {
+  auto text = [](int window, int byte_budget, int fail,
+                 const std::string& more = "") {
     return R"(
       runtime { metrics_interval_s: 0.05 }
       stage { name: "read" type: "test_source" replicas: 2
-              options { key: "items" value: "400" } }
-      stage { name: "train" type: "holding_sink" replicas: )"
-           + std::to_string(replicas) + R"(
+              options { key: "items" value: "400" }
+              options { key: "item_bytes" value: "16" }
+              options { key: "max_item_bytes" value: "400" } }
+      stage { name: "train" type: "holding_sink" replicas: 2
               input { stage: "read" window: )"
            + std::to_string(window) + " byte_budget: "
            + std::to_string(byte_budget) + R"( }
               options { key: "fail_at" value: ")"
            + std::to_string(fail) + R"(" }
-              options { key: "fail_replica" value: "1" } }
-    )";
+              options { key: "fail_replica" value: "1" } )"
+           + more + " }";
   };
   std::multiset<uint64_t> every;
   for (uint64_t i = 0; i < 400; ++i)
     every.insert(i);
   SECTION("replica 1 fails at its 50th item, holding 2") {
-    auto r = run_text(sys, reg, text(2, 0, 2, 50));
+    auto r = run_text(sys, reg, text(2, 0, 50));
     REQUIRE(r.ok);
     REQUIRE(r.tolerated_failures.size() == 1);
     CHECK_THAT(r.tolerated_failures[0],
@@ -297,11 +315,38 @@ TEST_CASE_METHOD(coordinator_fixture,
                                + " items it had not finished went to the "
                                  "other replicas"));
   }
-  SECTION("a window no larger than the hold, or a byte budget it uses up: "
-          "released, no stall") {
+  SECTION("a replica that fails after its producers ended: what it held is "
+          "lost, and the summary says so") {
+    auto r = run_text(
+      sys, reg,
+      text(2, 0, -1, R"(options { key: "fail_in_finish_ms" value: "300" })"));
+    REQUIRE(r.ok);
+    REQUIRE(r.tolerated_failures.size() == 1);
+    CHECK_THAT(r.tolerated_failures[0],
+               Catch::StartsWith("train[1]: ")
+                 && Catch::Contains("injected failure in finish")
+                 && Catch::EndsWith("; those it held from read[0], read[1], "
+                                    "which had ended, were lost"));
+    std::lock_guard<std::mutex> guard{done->mtx};
+    CHECK(done->seqs.size() < every.size());
+  }
+  SECTION("held items of any size do not use up a byte budget") {
+    // Items of 16-400 bytes plus a label; the budget takes about two. The
+    // held ones' bytes go back as they come, so nothing waits on them and
+    // release() is never needed (the window grew by most_held()).
     holding_sink::releases = 0;
-    // The window grows by most_held(): only a byte budget can stall it.
-    auto r = run_text(sys, reg, text(1, 200, 2, -1), std::chrono::seconds{30});
+    auto r = run_text(sys, reg, text(1, 600, -1), std::chrono::seconds{30});
+    REQUIRE(r.ok);
+    std::lock_guard<std::mutex> guard{done->mtx};
+    CHECK(done->seqs == every);
+    CHECK(holding_sink::releases == 0);
+  }
+  SECTION("a logic that holds more than its most_held() is released, no "
+          "stall") {
+    holding_sink::releases = 0;
+    auto r = run_text(sys, reg, text(1, 0, -1,
+                                     R"(options { key: "most_held" value: "0" })"),
+                      std::chrono::seconds{30});
     REQUIRE(r.ok);
     std::lock_guard<std::mutex> guard{done->mtx};
     CHECK(done->seqs == every);
