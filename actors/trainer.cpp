@@ -160,7 +160,7 @@ public:
 
   size_t most_held() const override { return 2; }
 
-  // The producer waits for these two (its byte budget is used up).
+  // (Not called while held() <= most_held(): the runtime's safety net.)
   void release(emitter&) override { train_held(); }
 
   std::string snapshot() const override {

@@ -154,7 +154,9 @@ public:
   /// the held items do not take the window's prefetch. Default: 0.
   virtual size_t most_held() const;
   /// Finish the held items' work now: a producer waits for their credit
-  /// (its window or byte budget is used up). Default: nothing.
+  /// (the logic holds more than most_held(), and the window is used up;
+  /// held items' bytes are credited as they come, so a byte budget never
+  /// waits). Default: nothing.
   virtual void release(emitter& out);
   /// Adds the stage's own metrics (loss, accuracy...) to `out`; called on
   /// the replica's thread whenever it reports its stats.
