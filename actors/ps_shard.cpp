@@ -46,6 +46,10 @@ struct shard_actor_state {
   // Which actor speaks for each worker, and the actors monitored.
   std::map<uint32_t, caf::actor_addr> owner;
   std::set<caf::actor_addr> monitored;
+  // Workers this shard saw go down before the coordinator said so: its
+  // replica_lost for them is then old news, and must not drop a trainer
+  // respawned in the meantime under the same worker id.
+  std::set<uint32_t> seen_lost;
   // Who restored this shard (ps_restore_atom): told of the pushes lost
   // when a worker joins a shard restored while the job ran.
   coordinator_actor restorer;
@@ -139,6 +143,7 @@ ps_shard_actor::behavior_type ps_shard_main(shard_actor self,
                      it->first,
                      dm.reason ? caf::to_string(dm.reason) : "normal exit");
         st.shard->leave(it->first, true);
+        st.seen_lost.insert(it->first);
       }
       it = st.owner.erase(it);
     }
@@ -165,8 +170,15 @@ ps_shard_actor::behavior_type ps_shard_main(shard_actor self,
   });
   return {
     [=](ps_register_atom, uint32_t worker) -> uint64_t {
+      auto& st = self->state;
       track(self, worker, true);
-      auto v = self->state.shard->register_worker(worker);
+      bool left = st.shard->knows(worker) && !st.shard->is_live(worker);
+      auto had = st.shard->clock_of(worker);
+      auto v = st.shard->register_worker(worker);
+      if (left)
+        spdlog::info("{}: worker {} joins again at clock {} (it had left "
+                     "at clock {})",
+                     st.name, worker, st.shard->clock_of(worker), had);
       release(self);
       return v;
     },
@@ -185,6 +197,9 @@ ps_shard_actor::behavior_type ps_shard_main(shard_actor self,
       auto v = st.shard->register_worker(worker, clock);
       release(self);
       return v;
+    },
+    [=](ps_clock_atom, uint32_t worker) -> uint64_t {
+      return self->state.shard->clock_of(worker);
     },
     [=](ps_pause_atom, uint32_t worker) -> uint64_t {
       auto v = self->state.shard->pause(worker);
@@ -246,7 +261,7 @@ ps_shard_actor::behavior_type ps_shard_main(shard_actor self,
     [=](replica_lost_atom, const std::string& stage, uint32_t replica) {
       auto& st = self->state;
       if (stage != st.shard->config().worker_stage
-          || !st.shard->is_live(replica))
+          || st.seen_lost.erase(replica) > 0 || !st.shard->is_live(replica))
         return;
       spdlog::warn("{}: worker {} lost (the coordinator says {}[{}] is "
                    "gone)",

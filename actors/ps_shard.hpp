@@ -16,7 +16,11 @@
 //     push; either way the shard monitors the sender, and a sender that
 //     goes down drops its workers from the clocks (workers_lost).
 //   - A worker that left (done or down) is out of the clocks; its pushes
-//     are refused, and registering again brings it back with its clock.
+//     are refused, and registering again brings it back with its clock,
+//     at least the slowest live worker's (a trainer respawned for a lost
+//     one). The coordinator's replica_lost for a worker the shard saw go
+//     down itself is old news and changes nothing: it must not drop the
+//     respawned trainer that may have registered since.
 //   - While fewer than expected_workers workers have registered (or left),
 //     each missing one counts as a live worker at clock 0: a worker that
 //     starts late cannot be overtaken by more than tau clocks, and at
@@ -155,8 +159,10 @@ public:
   const ps_shard_config& config() const noexcept;
 
   /// Counts `worker` in the clocks (again, if it had left or was paused
-  /// at a checkpoint cut; with the clock it had). Returns the
-  /// version. Registering a live worker changes nothing but `clock`: the
+  /// at a checkpoint cut; with the clock it had). A worker that had left,
+  /// or a new one once every expected worker registered, starts at least
+  /// at the slowest live worker's clock: a trainer respawned for a lost
+  /// one, or added, holds nobody back. Returns the version. Registering a live worker changes nothing but `clock`: the
   /// worker's clock becomes at least that (a worker joining a shard
   /// restored from a checkpoint while it trained on).
   uint64_t register_worker(uint32_t worker, uint64_t clock = 0);
@@ -174,6 +180,8 @@ public:
   /// Returns the version.
   uint64_t leave(uint32_t worker, bool lost);
 
+  /// Whether `worker` ever registered (it may have left since).
+  bool knows(uint32_t worker) const;
   /// Whether `worker` is registered and has not left.
   bool is_live(uint32_t worker) const;
   /// `worker`'s clock (its last step pushed); 0 if unknown.

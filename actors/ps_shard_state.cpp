@@ -139,6 +139,16 @@ const ps_shard_config& ps_shard_state::config() const noexcept {
 uint64_t ps_shard_state::register_worker(uint32_t worker, uint64_t clock) {
   auto& st = *impl_;
   if (worker != ps_observer) {
+    auto it = st.workers.find(worker);
+    if (it == st.workers.end() || !it->second.live) {
+      // Back after it left, or new after every expected worker came: at
+      // the slowest live worker's clock, so that the others, who went on
+      // without it, are not held back (while an expected worker is
+      // missing, that is 0).
+      auto m = st.min_clock();
+      if (m != no_clock)
+        clock = std::max(clock, m);
+    }
     auto& w = st.join(worker);
     w.clock = std::max(w.clock, clock);
     st.apply_completed_clocks();
@@ -175,6 +185,10 @@ uint64_t ps_shard_state::pause(uint32_t worker) {
 uint64_t ps_shard_state::clock_of(uint32_t worker) const {
   auto it = impl_->workers.find(worker);
   return it == impl_->workers.end() ? 0 : it->second.clock;
+}
+
+bool ps_shard_state::knows(uint32_t worker) const {
+  return impl_->workers.count(worker) > 0;
 }
 
 bool ps_shard_state::is_live(uint32_t worker) const {

@@ -118,7 +118,7 @@ void record_id_log::write(uint64_t step, uint64_t epoch,
   }
 }
 
-void record_id_log::restore(uint64_t step) {
+void record_id_log::restore(uint64_t step, const char* whose) {
   if (fd_ >= 0) {
     ::close(fd_);
     fd_ = -1;
@@ -126,8 +126,8 @@ void record_id_log::restore(uint64_t step) {
   std::ifstream in(path_, std::ios::binary);
   if (!in) {
     spdlog::warn("{}: record ids: {} is missing, so the records trained "
-                 "before the checkpoint (step {}) are not listed in it",
-                 label_, path_, step);
+                 "up to {} step {} are not listed in it",
+                 label_, path_, whose, step);
     open(true);
     return;
   }
@@ -162,13 +162,13 @@ void record_id_log::restore(uint64_t step) {
                              + std::strerror(errno));
   if (cut > 0)
     spdlog::info("{}: record ids: {} keeps the {} records of steps up to {} "
-                 "(the checkpoint's); cut {} records of steps {} to {}, "
+                 "({}); cut {} records of steps {} to {}, "
                  "trained after it (they come again)",
-                 label_, path_, kept, step, cut, step + 1, last_step);
+                 label_, path_, kept, step, whose, cut, step + 1, last_step);
   else
     spdlog::info("{}: record ids: {} keeps the {} records of steps up to {} "
-                 "(the checkpoint's)",
-                 label_, path_, kept, step);
+                 "({})",
+                 label_, path_, kept, step, whose);
   open(false);
 }
 

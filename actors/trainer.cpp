@@ -83,12 +83,16 @@ public:
                                           info.context->coordinator);
     client_->set_wire(spec_.wire);
     // Registered before any data flows, so that the shards count this
-    // worker from the first clock on (and notice if it dies early).
-    client_->join();
+    // worker from the first clock on (and notice if it dies early). A
+    // trainer respawned for a lost one goes on with that worker's clock
+    // (its steps are the worker's; its record ids follow the lost one's).
+    auto clock = client_->join();
     if (!cfg_.record_ids.empty())
       ids_ = std::make_unique<record_id_log>(cfg_.record_ids,
                                              cfg_.record_id_field,
                                              info.replica, info.label());
+    steps_ = clock;
+    respawned_at_ = clock;
     spdlog::debug("{}: training on {}", info_.label(), dev_->name());
   }
 
@@ -99,6 +103,7 @@ public:
   }
 
   void process(batch&& item, emitter&) override {
+    follow_lost_ids();
     auto now = clock_type::now();
     if (last_end_ != clock_type::time_point{})
       wait_data_s_ += std::chrono::duration<double>(now - last_end_).count();
@@ -122,6 +127,7 @@ public:
   }
 
   void finish(emitter&) override {
+    follow_lost_ids();
     auto& last = slots_[1 - next_];
     if (last.full)
       step(last, nullptr);
@@ -172,6 +178,7 @@ public:
     load_state(state, "trainer/1", steps_, samples_, skipped_, epoch_,
                epoch_loss_, epoch_samples_);
     resumed_samples_ = samples_;
+    respawned_at_ = 0; // the checkpoint's step count decides
     if (ids_)
       ids_->restore(steps_);
   }
@@ -354,6 +361,18 @@ private:
   }
 
   // Staleness comes with the acknowledgements of the push before.
+  // A trainer respawned for a lost one (it joined at a clock > 0, and no
+  // checkpoint's state came): its record ids go on after the lost one's,
+  // which are cut after the clock the shards have (the pushes of the steps
+  // after it were lost, and their batches come again).
+  void follow_lost_ids() {
+    if (respawned_at_ == 0)
+      return;
+    if (ids_)
+      ids_->restore(respawned_at_, "the lost replica's");
+    respawned_at_ = 0;
+  }
+
   void account(const ps_client::push_result& r) {
     if (!r.acknowledged)
       return;
@@ -388,6 +407,7 @@ private:
   int next_ = 0;
   bool prefetched_ = false; // a pull for the next step is outstanding
   uint64_t steps_ = 0, samples_ = 0, skipped_ = 0, epoch_ = 0;
+  uint64_t respawned_at_ = 0; // the clock it joined at, until follow_lost_ids
   uint64_t resumed_samples_ = 0; // restored from a checkpoint
   double epoch_loss_ = 0;
   uint64_t epoch_samples_ = 0;

@@ -196,8 +196,15 @@ void begin_round(coordinator_self self, bool final, bool stop_after) {
 void on_cut(coordinator_self self, uint64_t id, const std::string& label,
             std::string& state, uint64_t step, bool ended) {
   auto& st = self->state;
-  if (!st.round || st.round->id != id || !st.round->waiting.erase(label))
+  if (!st.round || st.round->id != id || !st.round->waiting.erase(label)) {
+    // A round given up (or another): the replica paused at its cut goes
+    // on, or it would wait for resume_atom for good.
+    if (!ended)
+      if (auto sender = self->current_sender())
+        self->send(caf::actor_cast<stage_actor>(sender), resume_atom::value,
+                   id);
     return;
+  }
   auto& r = *st.round;
   r.job.ended[label] = ended;
   if (ended)

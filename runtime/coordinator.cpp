@@ -49,6 +49,14 @@ job_progress progress_of(coordinator_state& st) {
   job_progress p;
   p.elapsed_s =
     std::chrono::duration<double>(clock_type::now() - st.begin).count();
+  // Replicas that were respawned: their counts up to the loss.
+  for (auto& s : st.retired) {
+    if (s.is_sink) {
+      p.items += s.items_in;
+      p.records += s.records_in;
+      p.bytes += s.bytes_in;
+    }
+  }
   // Stages in topology order (the order they were spawned in).
   for (auto& r : st.replicas) {
     auto it = st.stats.find(r.label);
@@ -62,6 +70,8 @@ job_progress progress_of(coordinator_state& st) {
     }
     p.stages.push_back(s);
   }
+  for (auto& s : st.retired)
+    p.stages.push_back(s);
   p.histograms = std::move(st.histograms);
   st.histograms.clear();
   p.scalars = std::move(st.scalars);
@@ -93,6 +103,8 @@ bool tolerate(coordinator_self self, replica_entry& failed,
         && (!r.down || r.done)) {
       failed.failed = true;
       st.tolerated.push_back(failed.label + ": " + cause);
+      if (st.plan && st.plan->resent.count(failed.stage))
+        note_loss(st, failed.label);
       spdlog::warn("{} failed ({}); the job goes on without it", failed.label,
                    cause);
       for (auto& [label, handle] : st.services)
@@ -179,6 +191,9 @@ void on_down(coordinator_self self, caf::down_msg& dm) {
                                : tolerate(self, r, reason)
                                    || reassign(self, r, reason)
                                    || resend_lost(self, r, reason);
+        // A trainer lost with its node starts again (runtime/respawn.cpp).
+        if (handled && !restart && node_lost && respawnable(st, r))
+          respawn(self, r.label);
         bool others_could = st.plan->reassignable.count(r.stage) > 0
                             || st.plan->resent.count(r.stage) > 0;
         if (!handled)
@@ -293,11 +308,8 @@ void maybe_complete(coordinator_self self) {
   result.stopped = st.stopped;
   result.error = st.error;
   result.tolerated_failures = st.tolerated;
-  for (auto& r : st.replicas)
-    if (r.failed && st.plan && st.plan->resent.count(r.stage))
-      for (auto& line : result.tolerated_failures)
-        if (line.rfind(r.label + ": ", 0) == 0)
-          line += resent_note(st, r.label);
+  for (auto& loss : st.losses)
+    result.tolerated_failures[loss.line] += resent_note(st, loss) + loss.respawn;
   for (auto& r : st.restored)
     result.restored.push_back(r.text + ": " + std::to_string(r.lost)
                               + " steps lost");
@@ -402,6 +414,9 @@ coordinator_main(coordinator_self self, job_options opts,
     },
     [=](restore_retry_atom, const std::string& label) {
       try_restore(self, label, 0);
+    },
+    [=](respawn_retry_atom, const std::string& label) {
+      try_respawn(self, label, 0);
     },
     [=](ps_lost_atom, const std::string& label, uint32_t worker,
         uint64_t pushes) {

@@ -6,6 +6,7 @@
 //   runtime/checkpoint_round.cpp checkpoint rounds (docs/checkpoints.md)
 //   runtime/recovery.cpp         lost service actors and lost inputs
 //                                (docs/multi-host.md)
+//   runtime/respawn.cpp          lost trainers started again
 // The messages it handles are in runtime/coordinator.hpp.
 #pragma once
 
@@ -113,6 +114,32 @@ struct job_plan {
   std::set<std::string> one_to_one; // those of `resent` that are one_to_one
   std::map<std::string, std::vector<std::string>> consumers; // stage ->
   std::map<std::string, std::vector<std::string>> producers; // stage ->
+  // Stages of `resent` that are not one_to_one, have no consumers and run
+  // on nodes (trainers): a replica lost with its node is started again
+  // (runtime/respawn.cpp). The topology says where and how they connect.
+  std::set<std::string> respawned;
+  std::shared_ptr<const topology::Topology> spec;
+};
+
+// A lost replica of a stage of job_plan::resent (its line in
+// coordinator_state::tolerated): what became of what it had not finished,
+// and of it. `incarnation`: how many replicas of that label were lost
+// before it (the producers' closed edges to the label, in order).
+struct loss_entry {
+  size_t line = 0;
+  std::string label;
+  size_t incarnation = 0;
+  // The producer replicas that had ended by then: what they had sent it
+  // and it had not finished is lost (resent_note).
+  std::vector<std::string> ended_producers;
+  std::string respawn; // "; respawned on host 'w1' after 1.2 s", or why not
+};
+
+// A lost replica being started again (runtime/respawn.cpp).
+struct respawn_attempt {
+  std::string failures; // of the hosts tried in this round
+  clock_type::time_point lost_at = clock_type::now();
+  bool retrying = false; // told the user it waits for a host
 };
 
 // A service actor restored while the job ran, and the pushes lost with the
@@ -196,10 +223,12 @@ struct coordinator_state {
   std::string no_more_checkpoints;
   std::map<std::string, restore_attempt> restoring;
   std::vector<restored_entry> restored;
-  // A lost replica whose items are re-sent (job_plan::resent) -> the
-  // producer replicas that had ended by then: what they had sent it and it
-  // had not finished is lost (resent_note).
-  std::map<std::string, std::vector<std::string>> ended_producers;
+  // Lost replicas of resent stages, in order (resent_note, respawn notes).
+  std::vector<loss_entry> losses;
+  std::map<std::string, respawn_attempt> respawning;
+  // The last stats of replicas that were respawned ("train[1] (lost)"):
+  // their counts stay in the totals.
+  std::vector<stage_stats> retired;
   // The first replica or service lost with its node ("batch[0]
   // (exit_reason(remote_link_unreachable))"): run_result::lost.
   std::string lost_to_node;
@@ -287,8 +316,29 @@ bool resend_lost(coordinator_self self, replica_entry& lost,
 void hand_on_unfinished(coordinator_self self, const replica_entry& lost);
 
 // "; N items it had not finished went to the other replicas", by the
-// producers' counts (edge_stats::resent_items), for the summary.
-std::string resent_note(const coordinator_state& st, const std::string& label);
+// producers' counts (edge_stats::resent_items) on their edges to the lost
+// replica (loss.incarnation: its closed edges to that label, in order),
+// for the summary.
+std::string resent_note(const coordinator_state& st, const loss_entry& loss);
+
+// A lost replica's loss, as a line of `tolerated` already says it: kept for
+// the summary's notes (losses).
+void note_loss(coordinator_state& st, const std::string& label);
+
+// --- runtime/respawn.cpp ----------------------------------------------------
+
+// Whether replica `lost` (just lost with its node, its items handed on) is
+// started again: its stage is in job_plan::respawned and the job goes on.
+bool respawnable(const coordinator_state& st, const replica_entry& lost);
+
+// Starts a lost replica again: its own host first (a node restarted at the
+// same address), then the next hosts of its stage, one round a second for
+// restore_patience.
+void respawn(coordinator_self self, const std::string& label);
+
+// Tries host attempt n of the lost replica's stage.
+void try_respawn(coordinator_self self, const std::string& label,
+                 size_t attempt);
 
 // A surviving replica of a reassignable source takes over the lost one's
 // input; false when that is not possible.

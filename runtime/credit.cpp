@@ -81,6 +81,7 @@ uint64_t outbound::remove(peer_id id, std::vector<batch>* resend) {
       resend->push_back(std::move(b));
   }
   i->stats.lost_items += lost;
+  i->stats.closed = true;
   removed_.push_back(i->stats);
   edges_.erase(i);
   return lost;

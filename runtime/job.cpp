@@ -210,6 +210,11 @@ std::shared_ptr<job_plan> plan_of(const topology::Topology& spec,
       plan->producers[s.name()].push_back(in.stage());
     }
   }
+  for (auto& s : spec.stage())
+    if (plan->resent.count(s.name()) && !plan->one_to_one.count(s.name())
+        && plan->consumers[s.name()].empty() && s.hosts_size() > 0)
+      plan->respawned.insert(s.name());
+  plan->spec = std::make_shared<const topology::Topology>(spec);
   return plan;
 }
 
@@ -523,6 +528,8 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
   context->topology = std::make_shared<const topology::Topology>(spec);
   context->coordinator = result.coordinator_;
   context->outlets = std::move(outlets);
+  if (!plan->respawned.empty())
+    plan->topology_text = l.text();
   try {
     spawn_services(l, *context, *plan, resume);
     spawn_stages(l, context, result.replicas_);

@@ -9,6 +9,10 @@
 //       joins the clocks (again after done or pause); sender monitored
 //   client -> shard        (ps_register_atom, worker, clock) -> version
 //       the same into a shard restored mid-job: clock at least `clock`
+//   client -> shard        (ps_clock_atom, worker)           -> clock
+//       the worker's clock here, after it registered: a trainer respawned
+//       for a lost one goes on from there (its steps continue the lost
+//       worker's clock)
 //   client -> shard        (ps_pull_atom, ps_pull)           -> ps_params
 //       each step; waits for the staleness bound
 //   client -> shard        (ps_push_atom, ps_push)           -> ps_push_ack
@@ -71,6 +75,10 @@
 //   - a worker that goes down, or whose replica the coordinator reports
 //     lost (replica_lost_atom, for the shard's worker stage), leaves the
 //     clocks as lost; `ended` = true leaves it as done;
+//   - a worker that had left registers again (a trainer respawned for a
+//     lost one) at the larger of its own clock and the slowest live
+//     worker's: it holds nobody back beyond tau, and no push of it is
+//     taken for a retry of the lost one's;
 //   - parts = n > 1: n messages, part = 0 .. n-1. Pull part p is answered
 //     on its own with the elements ps_dense_slice(total, p, n) of the
 //     shard's dense slices laid end to end (and the sparse rows it asks
@@ -100,6 +108,7 @@
 namespace af {
 
 using ps_register_atom = caf::atom_constant<caf::atom("ps_reg")>;
+using ps_clock_atom = caf::atom_constant<caf::atom("ps_clock")>;
 using ps_pull_atom = caf::atom_constant<caf::atom("ps_pull")>;
 using ps_push_atom = caf::atom_constant<caf::atom("ps_push")>;
 using ps_step_atom = caf::atom_constant<caf::atom("ps_step")>;
@@ -237,6 +246,7 @@ typename Inspector::result_type inspect(Inspector& f, ps_shard_stats& x) {
 using ps_shard_requests = caf::typed_actor<
   caf::replies_to<ps_register_atom, uint32_t>::with<uint64_t>,
   caf::replies_to<ps_register_atom, uint32_t, uint64_t>::with<uint64_t>,
+  caf::replies_to<ps_clock_atom, uint32_t>::with<uint64_t>,
   caf::replies_to<ps_pull_atom, ps_pull>::with<ps_params>,
   caf::replies_to<ps_push_atom, ps_push>::with<ps_push_ack>,
   caf::replies_to<ps_step_atom, ps_push, ps_pull>::with<ps_push_ack, ps_params>,

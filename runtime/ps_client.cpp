@@ -3,6 +3,7 @@
 // ps_client_recovery.cpp.
 #include "runtime/ps_client.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -54,10 +55,16 @@ ps_client::ps_client(caf::actor_system& sys, std::vector<caf::actor> shards,
 
 ps_client::~ps_client() = default;
 
-void ps_client::join() {
+uint64_t ps_client::join() {
   auto& d = *impl_;
   d.ask_each(ps_register_atom::value,
              [&](size_t s, uint64_t version) { d.read_version[s] = version; });
+  uint64_t clock = 0;
+  if (d.worker != ps_observer)
+    d.ask_each(ps_clock_atom::value,
+               [&](size_t, uint64_t c) { clock = std::max(clock, c); });
+  d.clock = std::max(d.clock, clock);
+  return clock;
 }
 
 void ps_client::leave() {

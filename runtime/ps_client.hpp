@@ -38,8 +38,11 @@ public:
   ~ps_client();
 
   /// Announces the worker to every shard (ps_register_atom); after
-  /// pause(), brings it back into the clocks.
-  void join();
+  /// pause(), brings it back into the clocks. Returns the worker's clock,
+  /// the largest any shard has (ps_clock_atom): 0 for a new worker, the
+  /// lost worker's (or the slowest live one's) for a trainer respawned in
+  /// its place, whose steps go on from there.
+  uint64_t join();
   /// At a checkpoint cut: collects outstanding acknowledgements, then
   /// pauses the worker at every shard (ps_pause_atom) until join().
   void pause();

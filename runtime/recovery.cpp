@@ -212,9 +212,13 @@ bool resend_lost(coordinator_self self, replica_entry& lost,
     return false;
   lost.failed = true;
   st.tolerated.push_back(lost.label + ": " + why);
+  note_loss(st, lost.label);
   spdlog::warn("{} went down ({}); its unfinished items go to the other "
                "replicas of {}",
                lost.label, why, lost.stage);
+  for (auto& [label, handle] : st.services)
+    self->send(handle, replica_lost_atom::value, lost.stage,
+               replica_of(lost.label));
   hand_on_unfinished(self, lost);
   return true;
 }
@@ -229,8 +233,9 @@ void hand_on_unfinished(coordinator_self self, const replica_entry& lost) {
   for (auto& producer : st.plan->producers[lost.stage]) {
     tell_stage(self, producer, output_lost_atom::value, lost.label);
     for (auto& r : st.replicas)
-      if (r.stage == producer && r.down)
-        st.ended_producers[lost.label].push_back(r.label);
+      if (r.stage == producer && r.down && !st.losses.empty()
+          && st.losses.back().label == lost.label)
+        st.losses.back().ended_producers.push_back(r.label);
   }
   for (auto& consumer : st.plan->consumers[lost.stage])
     tell_stage(self, consumer, input_lost_atom::value, lost.label);
@@ -240,21 +245,31 @@ void hand_on_unfinished(coordinator_self self, const replica_entry& lost) {
     abandon_round(self, lost.label + " was lost");
 }
 
-std::string resent_note(const coordinator_state& st,
-                        const std::string& label) {
+void note_loss(coordinator_state& st, const std::string& label) {
+  size_t before = 0;
+  for (auto& l : st.losses)
+    before += l.label == label;
+  st.losses.push_back(loss_entry{st.tolerated.size() - 1, label, before, {}, ""});
+}
+
+std::string resent_note(const coordinator_state& st, const loss_entry& loss) {
+  auto& label = loss.label;
+  // Each producer's closed edges to `label`, in the order they closed: one
+  // for each replica of that label it had and lost.
   uint64_t n = 0;
-  for (auto& [who, s] : st.stats)
+  for (auto& [who, s] : st.stats) {
+    size_t k = 0;
     for (auto& e : s.out_edges)
-      if (e.peer == label)
+      if (e.peer == label && e.closed && k++ == loss.incarnation)
         n += e.resent_items;
+  }
   std::string note = "; " + std::to_string(n)
                      + " items it had not finished went to the other "
                        "replicas";
-  auto it = st.ended_producers.find(label);
-  if (it != st.ended_producers.end()) {
+  if (!loss.ended_producers.empty()) {
     note += "; those it held from ";
-    for (size_t i = 0; i < it->second.size(); ++i)
-      note += (i ? ", " : "") + it->second[i];
+    for (size_t i = 0; i < loss.ended_producers.size(); ++i)
+      note += (i ? ", " : "") + loss.ended_producers[i];
     note += ", which had ended, were lost";
   }
   return note;

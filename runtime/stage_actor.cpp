@@ -553,6 +553,13 @@ stage_actor::behavior_type stage_main(stage_self self, stage_setup setup) {
           }
       });
     },
+    [=](add_output_atom, const downstream_edge& d) -> caf::result<bool> {
+      if (!self->state.wired)
+        return caf::skip;
+      bool added = false;
+      account(self, [&] { added = add_output(self, d); });
+      return added;
+    },
     [=](input_lost_atom, const std::string& producer) -> caf::result<void> {
       return on_message(self, [&] {
         for (auto& e : self->state.in.edges())

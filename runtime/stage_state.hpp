@@ -156,6 +156,11 @@ void lose_output(stage_self self, peer_id id, const std::string& why,
 /// that does not fit); else the stream may start.
 bool wire(stage_self self, const wiring& w);
 
+/// add_output_atom: a consumer respawned while the job runs joins the
+/// outputs (monitored, like the wiring's); it takes items once its
+/// open_atom comes. False when this replica ended its stream or failed.
+bool add_output(stage_self self, const downstream_edge& d);
+
 /// restore_atom: the state to load once wired (a resumed job's replica);
 /// `ended`: it had ended at the checkpoint's cut.
 void keep_restore(stage_self self, std::string& state, bool ended);

@@ -28,13 +28,17 @@ struct edge_stats {
   uint64_t resent_items = 0;
   /// The consumer runs on another node: bytes_sent crossed the network.
   bool remote = false;
+  /// The consumer went down (or was lost): the edge is gone. A consumer
+  /// respawned under the same name gets a new edge.
+  bool closed = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, edge_stats& x) {
   return f(caf::meta::type_name("af::edge_stats"), x.peer, x.window,
            x.byte_budget, x.items_sent, x.bytes_sent, x.max_in_flight_items,
-           x.max_in_flight_bytes, x.lost_items, x.resent_items, x.remote);
+           x.max_in_flight_bytes, x.lost_items, x.resent_items, x.remote,
+           x.closed);
 }
 
 /// A named value a stage reports about its own work (a trainer's loss,

@@ -27,7 +27,25 @@ void monitor_stand_in(stage_self self, const stage_actor& peer) {
     self->monitor(to);
 }
 
+void add_consumer(stage_self self, const downstream_edge& d) {
+  auto& st = self->state;
+  st.out.add(caf::actor_cast<stage_actor>(d.peer), d.name);
+  st.out.edges().back().keep = d.resend;
+  st.out.edges().back().stats.remote = d.peer.node() != self->node();
+  self->monitor(d.peer);
+  monitor_stand_in(self, caf::actor_cast<stage_actor>(d.peer));
+}
+
 } // namespace
+
+bool add_output(stage_self self, const downstream_edge& d) {
+  auto& st = self->state;
+  if (st.failed || st.finished || !d.peer)
+    return false;
+  add_consumer(self, d);
+  spdlog::info("{}: consumer '{}' joins (respawned)", st.label, d.name);
+  return true;
+}
 
 void keep_restore(stage_self self, std::string& state, bool ended) {
   auto& st = self->state;
@@ -73,13 +91,8 @@ bool wire(stage_self self, const wiring& w) {
     self->send(via_data_plane(self, peer), open_atom::value, window,
                u.byte_budget);
   }
-  for (auto& d : w.downstreams) {
-    st.out.add(caf::actor_cast<stage_actor>(d.peer), d.name);
-    st.out.edges().back().keep = d.resend;
-    st.out.edges().back().stats.remote = d.peer.node() != self->node();
-    self->monitor(d.peer);
-    monitor_stand_in(self, caf::actor_cast<stage_actor>(d.peer));
-  }
+  for (auto& d : w.downstreams)
+    add_consumer(self, d);
   st.source = w.upstreams.empty();
   st.order.reset(w.upstreams.size(),
                  st.setup.deterministic && w.upstreams.size() > 1);

@@ -25,6 +25,9 @@
 //   coordinator -> source  (takeover_atom, replica, from_epoch)
 //   coordinator -> stage   (input_lost_atom, producer label)
 //   coordinator -> stage   (output_lost_atom, consumer label)
+//   coordinator -> producer (add_output_atom, af::downstream_edge) -> bool
+//       a replica respawned for a lost one: a new consumer (false: this
+//       producer has ended its stream, or failed)
 //
 // A replica to itself:
 //   (produce_atom)      a source that yielded after a burst goes on
@@ -102,6 +105,10 @@ using input_lost_atom = caf::atom_constant<caf::atom("af_inlost")>;
 /// lost replica of a one_to_one stage with several replicas: what was sent
 /// to it and not credited back goes to the other replicas.
 using output_lost_atom = caf::atom_constant<caf::atom("af_outlost")>;
+/// coordinator -> producer replicas: (add_output_atom, downstream_edge), a
+/// consumer respawned while the job runs; the answer says whether it was
+/// added (not once the producer's stream ended).
+using add_output_atom = caf::atom_constant<caf::atom("af_addout")>;
 /// A replica to itself: a source that yielded after a burst of items.
 using produce_atom = caf::atom_constant<caf::atom("af_prod")>;
 /// A replica to itself, every metrics interval.
@@ -199,6 +206,7 @@ using stage_actor = caf::typed_actor<
   caf::reacts_to<takeover_atom, uint32_t, uint64_t>,
   caf::reacts_to<input_lost_atom, std::string>,
   caf::reacts_to<output_lost_atom, std::string>,
+  caf::replies_to<add_output_atom, downstream_edge>::with<bool>,
   // itself
   caf::reacts_to<produce_atom>, caf::reacts_to<tick_atom>>;
 

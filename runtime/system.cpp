@@ -39,6 +39,7 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<job_progress>("af::job_progress");
   cfg.add_message_type<run_result>("af::run_result");
   cfg.add_message_type<wiring>("af::wiring");
+  cfg.add_message_type<downstream_edge>("af::downstream_edge");
   cfg.add_message_type<ps_slice>("af::ps_slice");
   cfg.add_message_type<std::vector<ps_slice>>("af::ps_slice_list");
   cfg.add_message_type<ps_pull>("af::ps_pull");

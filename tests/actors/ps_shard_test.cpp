@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <caf/actor_system.hpp>
@@ -921,6 +922,86 @@ TEST_CASE("the shard state machine counts expected workers until they "
   st.register_worker(0);
   CHECK(st.push(make_push(0, 3, 2, 1, {}), ack).empty());
   CHECK(ack.applied);
+}
+
+TEST_CASE("a worker that left registers again at the slowest live "
+          "worker's clock (a respawned trainer), as does a late new one",
+          "[ps]") {
+  ps_shard_state st{shard_config(0, 1, 2, "sgd", 2)};
+  st.register_worker(0);
+  st.register_worker(1);
+  ps_push_ack ack;
+  for (uint64_t step = 1; step <= 3; ++step)
+    REQUIRE(st.push(make_push(1, step, 0, 1, {}), ack).empty());
+  REQUIRE(st.push(make_push(0, 1, 0, 1, {}), ack).empty());
+  // Worker 0 is lost; worker 1 goes on without it.
+  st.leave(0, true);
+  for (uint64_t step = 4; step <= 6; ++step)
+    REQUIRE(st.push(make_push(1, step, 0, 1, {}), ack).empty());
+  // Back at worker 1's clock 6, not its own 1: it holds nobody back ...
+  st.register_worker(0);
+  CHECK(st.clock_of(0) == 6);
+  std::optional<ps_params> answer;
+  REQUIRE(st.pull(1, make_pull(1, 7), answer).empty());
+  CHECK(answer);
+  // ... and its steps go on from there: a step at or below is a retry.
+  REQUIRE(st.push(make_push(0, 6, 0, 1, {}), ack).empty());
+  CHECK_FALSE(ack.applied);
+  REQUIRE(st.push(make_push(0, 7, 0, 1, {}), ack).empty());
+  CHECK(ack.applied);
+  // A worker beyond the expected ones, registering late: the same.
+  st.register_worker(2);
+  CHECK(st.clock_of(2) == 6);
+  // While an expected worker is missing, a new one starts at 0 as before.
+  ps_shard_state fresh{shard_config(0, 1, 2, "sgd", 3)};
+  fresh.register_worker(0);
+  REQUIRE(fresh.push(make_push(0, 1, 0, 1, {}), ack).empty());
+  fresh.register_worker(1);
+  CHECK(fresh.clock_of(1) == 0);
+}
+
+TEST_CASE("the coordinator's word that a worker is lost, after the shard "
+          "saw it go down, does not drop a trainer respawned since",
+          "[ps]") {
+  ps_fixture f;
+  auto c = shard_config(0, 1, std::nullopt, "sgd", 2);
+  c.worker_stage = "train";
+  auto shard = f.spawn(c);
+  caf::scoped_actor w0{f.sys}, coordinator{f.sys};
+  ask<uint64_t>(w0, shard, ps_register_atom::value, uint32_t{0});
+  {
+    caf::scoped_actor lost{f.sys};
+    ask<uint64_t>(lost, shard, ps_register_atom::value, uint32_t{1});
+    ask<ps_push_ack>(lost, shard, ps_push_atom::value,
+                     make_push(1, 1, 0, 1, {}));
+  } // worker 1 goes down here
+  for (int i = 0; i < 500; ++i) {
+    if (ask<ps_shard_stats>(w0, shard, ps_stats_atom::value).workers_lost > 0)
+      break;
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(ask<ps_shard_stats>(w0, shard, ps_stats_atom::value).workers_lost
+          == 1);
+  caf::scoped_actor respawned{f.sys};
+  ask<uint64_t>(respawned, shard, ps_register_atom::value, uint32_t{1});
+  CHECK(ask<uint64_t>(respawned, shard, ps_clock_atom::value, uint32_t{1})
+        == 1);
+  // The coordinator's report of the first loss comes late: old news.
+  coordinator->send(shard, replica_lost_atom::value, std::string{"train"},
+                    uint32_t{1});
+  auto ack = ask<ps_push_ack>(respawned, shard, ps_push_atom::value,
+                              make_push(1, 2, 0, 1, {}));
+  CHECK(ack.applied);
+  // A second report is a new loss: the worker leaves.
+  coordinator->send(shard, replica_lost_atom::value, std::string{"train"},
+                    uint32_t{1});
+  caf::error refused;
+  respawned
+    ->request(shard, caf::infinite, ps_push_atom::value,
+              make_push(1, 3, 0, 1, {}))
+    .receive([](ps_push_ack&) {}, [&](caf::error& err) { refused = err; });
+  CHECK(refused);
+  CHECK_THAT(f.sys.render(refused), Catch::Contains("has left"));
 }
 
 TEST_CASE("a pull's answer shares the shard's values and keeps them when a "

@@ -93,6 +93,9 @@ caf::behavior spy(caf::event_based_actor* self, caf::actor shard,
     [=](ps_register_atom a, uint32_t worker) {
       return self->delegate(shard, a, worker);
     },
+    [=](ps_clock_atom a, uint32_t worker) {
+      return self->delegate(shard, a, worker);
+    },
     [=](ps_done_atom a, uint32_t worker) {
       return self->delegate(shard, a, worker);
     },

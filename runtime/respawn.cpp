@@ -1,0 +1,281 @@
+// Respawning a lost trainer while the job runs (docs/multi-host.md, "A
+// lost trainer"): what it had not finished already went to the other
+// trainers (recovery.cpp, hand_on_unfinished); a new replica of the same
+// label starts on its own host once that node is back, or on the next host
+// of its stage, and joins the running producers and the shards, where it
+// goes on with the lost worker's clock (runtime/ps.hpp).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include <caf/exit_reason.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include "runtime/coordinator_state.hpp"
+#include "runtime/node.hpp"
+#include "runtime/node_connect.hpp"
+#include "runtime/stream.hpp"
+#include "runtime/topology.hpp"
+
+namespace af::coord {
+
+namespace {
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+// The running replicas of the stages that feed `stage`.
+std::vector<replica_entry*> live_producers(coordinator_state& st,
+                                           const std::string& stage) {
+  std::vector<replica_entry*> out;
+  for (auto& producer : st.plan->producers[stage])
+    for (auto& r : st.replicas)
+      if (r.stage == producer && !r.down && !r.done && !r.failed)
+        out.push_back(&r);
+  return out;
+}
+
+const topology::Stage* stage_spec(const coordinator_state& st,
+                                  const std::string& stage, uint32_t* index) {
+  auto& spec = *st.plan->spec;
+  for (int i = 0; i < spec.stage_size(); ++i)
+    if (spec.stage(i).name() == stage) {
+      *index = static_cast<uint32_t>(i);
+      return &spec.stage(i);
+    }
+  return nullptr;
+}
+
+// A new replica that does not take the lost one's place after all: it is
+// stopped, and the services drop it (it registered with the shards as it
+// started).
+void drop_fresh(coordinator_self self, const stage_actor& fresh,
+                const std::string& label) {
+  auto& st = self->state;
+  self->send_exit(fresh, caf::exit_reason::user_shutdown);
+  auto stage = label.substr(0, label.rfind('['));
+  for (auto& [name, handle] : st.services)
+    self->send(handle, replica_lost_atom::value, stage, replica_of(label));
+}
+
+// The respawn of `label` ends: the note goes on its loss's line.
+void give_up(coordinator_self self, const std::string& label,
+             const std::string& why) {
+  auto& st = self->state;
+  st.respawning.erase(label);
+  for (auto l = st.losses.rbegin(); l != st.losses.rend(); ++l)
+    if (l->label == label) {
+      l->respawn = "; not respawned: " + why;
+      break;
+    }
+  spdlog::warn("{} is not respawned: {}; the job goes on without it", label,
+               why);
+}
+
+// The new replica `fresh` of `label` runs on `host`: it becomes a consumer
+// of every running producer that takes it (add_output_atom), then it is
+// wired to those and takes the lost one's place in the replica table.
+void join_respawned(coordinator_self self, const std::string& label,
+                    const std::string& host, stage_actor fresh) {
+  auto& st = self->state;
+  auto it = st.respawning.find(label);
+  if (it == st.respawning.end() || !st.error.empty() || st.stopped
+      || st.halting) {
+    drop_fresh(self, fresh, label);
+    return;
+  }
+  auto* entry = &*std::find_if(st.replicas.begin(), st.replicas.end(),
+                               [&](auto& r) { return r.label == label; });
+  auto producers = live_producers(st, entry->stage);
+  if (producers.empty()) {
+    drop_fresh(self, fresh, label);
+    give_up(self, label, "its producers had ended their streams");
+    return;
+  }
+  struct pending {
+    size_t left = 0;
+    wiring w;
+    std::string refused; // producers' errors
+  };
+  auto p = std::make_shared<pending>();
+  p->left = producers.size();
+  auto handle = caf::actor_cast<caf::actor>(fresh);
+  uint32_t index = 0;
+  auto* s = stage_spec(st, entry->stage, &index);
+  auto done = [=] {
+    auto& st = self->state;
+    if (--p->left > 0)
+      return;
+    auto it = st.respawning.find(label);
+    if (it == st.respawning.end() || !st.error.empty() || st.stopped
+        || st.halting || p->w.upstreams.empty()) {
+      drop_fresh(self, fresh, label);
+      if (it != st.respawning.end() && p->w.upstreams.empty())
+        give_up(self, label,
+                p->refused.empty() ? "its producers had ended their streams"
+                                   : "its producers did not take it ("
+                                       + p->refused.substr(2) + ")");
+      return;
+    }
+    auto after = seconds_since(it->second.lost_at);
+    st.respawning.erase(it);
+    // Items sent again to it now would come after the barrier of a
+    // checkpoint being taken.
+    if (st.round)
+      abandon_round(self, label + " was respawned");
+    for (auto& r : st.replicas)
+      if (r.label == label) {
+        // Its last counts stay in the totals.
+        if (auto was = st.stats.find(label); was != st.stats.end()) {
+          auto old = std::move(was->second);
+          st.stats.erase(was);
+          old.stage = label + " (lost)";
+          st.retired.push_back(std::move(old));
+        }
+        r.handle = fresh;
+        r.down = r.failed = r.done = false;
+        self->monitor(fresh);
+      }
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%.1f", after);
+    for (auto l = st.losses.rbegin(); l != st.losses.rend(); ++l)
+      if (l->label == label) {
+        l->respawn = "; respawned on host '" + host + "' " + buf
+                     + " s after it was lost";
+        break;
+      }
+    spdlog::warn("{} respawned on host '{}' ({} s after it was lost)", label,
+                 host, buf);
+    self->send(fresh, wire_atom::value, p->w);
+  };
+  for (auto* r : producers) {
+    const topology::Input* in = nullptr;
+    for (auto& i : s->input())
+      if (i.stage() == r->stage)
+        in = &i;
+    auto edge = upstream_edge{
+      caf::actor_cast<caf::actor>(r->handle), r->label,
+      static_cast<uint64_t>(window_of(*in)),
+      static_cast<uint64_t>(in->byte_budget()),
+      st.plan->reassignable.count(r->stage) > 0
+        || st.plan->resent.count(r->stage) > 0,
+      true};
+    self
+      ->request(r->handle, std::chrono::seconds{60}, add_output_atom::value,
+                downstream_edge{handle, label, true})
+      .then(
+        [=](bool added) {
+          if (added)
+            p->w.upstreams.push_back(edge);
+          done();
+        },
+        [=](caf::error& err) {
+          p->refused += "; " + edge.name + ": " + self->system().render(err);
+          done();
+        });
+  }
+}
+
+} // namespace
+
+bool respawnable(const coordinator_state& st, const replica_entry& lost) {
+  return st.plan && st.plan->spec && st.plan->respawned.count(lost.stage) > 0
+         && st.error.empty() && !st.stopped && !st.halting
+         && !st.respawning.count(lost.label);
+}
+
+void respawn(coordinator_self self, const std::string& label) {
+  auto& st = self->state;
+  st.respawning[label] = respawn_attempt{};
+  spdlog::info("respawning {}", label);
+  try_respawn(self, label, 0);
+}
+
+void try_respawn(coordinator_self self, const std::string& label,
+                 size_t attempt) {
+  auto& st = self->state;
+  auto it = st.respawning.find(label);
+  if (it == st.respawning.end())
+    return;
+  if (!st.error.empty() || st.stopped || st.halting) {
+    st.respawning.erase(it);
+    return;
+  }
+  auto* entry = &*std::find_if(st.replicas.begin(), st.replicas.end(),
+                               [&](auto& r) { return r.label == label; });
+  if (live_producers(st, entry->stage).empty()) {
+    give_up(self, label, "its producers had ended their streams");
+    return;
+  }
+  uint32_t index = 0;
+  auto* s = stage_spec(st, entry->stage, &index);
+  auto n = static_cast<size_t>(s->hosts_size());
+  auto& r = it->second;
+  if (attempt == 0)
+    r.failures.clear();
+  if (attempt >= n) {
+    auto why = "no host could take it (" + r.failures.substr(2) + ")";
+    if (seconds_since(r.lost_at)
+        >= std::chrono::duration<double>(restore_patience).count()) {
+      give_up(self, label,
+              why + " for " + std::to_string(restore_patience.count()) + " s");
+      return;
+    }
+    if (!r.retrying)
+      spdlog::warn("{}: {}; trying again every second for {} s", label, why,
+                   restore_patience.count());
+    r.retrying = true;
+    self->delayed_send(self, std::chrono::seconds{1}, respawn_retry_atom::value,
+                       label);
+    return;
+  }
+  // Its own host first (restarted at the same address), then the next.
+  auto replica = replica_of(label);
+  auto name = s->hosts(static_cast<int>((replica + attempt) % n));
+  auto address = st.plan->addresses[name];
+  auto next = [=](const std::string& why) {
+    auto& st = self->state;
+    if (auto it = st.respawning.find(label); it != st.respawning.end()) {
+      it->second.failures += "; host '" + name + "' (" + address + "): " + why;
+      try_respawn(self, label, attempt + 1);
+    }
+  };
+  auto parsed = parse_address(address);
+  if (!parsed) {
+    next("not a HOST:PORT address");
+    return;
+  }
+  spdlog::debug("respawning {} on host '{}' ({})", label, name, address);
+  request_node(self, *parsed, st.plan->connect_timeout)
+    .then(
+      [=](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
+        if (!ptr) {
+          next("no spawner published there");
+          return;
+        }
+        auto& st = self->state;
+        std::vector<std::string> names;
+        std::vector<caf::actor> actors;
+        for (auto& [service, handle] : st.services) {
+          names.push_back(service.substr(0, service.rfind('[')));
+          actors.push_back(caf::actor_cast<caf::actor>(handle));
+        }
+        self
+          ->request(caf::actor_cast<node_spawner_actor>(ptr),
+                    std::chrono::seconds{60}, spawn_stage_atom::value,
+                    st.plan->topology_text, index, replica,
+                    caf::actor_cast<caf::actor>(self), names, actors)
+          .then(
+            [=](caf::actor& fresh) {
+              join_respawned(self, label, name,
+                             caf::actor_cast<stage_actor>(std::move(fresh)));
+            },
+            [=](caf::error& err) { next(self->system().render(err)); });
+      },
+      [=](caf::error& err) { next(self->system().render(err)); });
+}
+
+} // namespace af::coord
