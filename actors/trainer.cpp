@@ -86,13 +86,13 @@ public:
     // worker from the first clock on (and notice if it dies early). A
     // trainer respawned for a lost one goes on with that worker's clock
     // (its steps are the worker's; its record ids follow the lost one's).
-    auto clock = client_->join();
+    auto joined = client_->join();
     if (!cfg_.record_ids.empty())
       ids_ = std::make_unique<record_id_log>(cfg_.record_ids,
                                              cfg_.record_id_field,
                                              info.replica, info.label());
-    steps_ = clock;
-    respawned_at_ = clock;
+    steps_ = joined.clock;
+    respawned_at_ = joined.own;
     spdlog::debug("{}: training on {}", info_.label(), dev_->name());
   }
 
@@ -361,10 +361,10 @@ private:
   }
 
   // Staleness comes with the acknowledgements of the push before.
-  // A trainer respawned for a lost one (it joined at a clock > 0, and no
-  // checkpoint's state came): its record ids go on after the lost one's,
-  // which are cut after the clock the shards have (the pushes of the steps
-  // after it were lost, and their batches come again).
+  // A trainer respawned for a lost one (its worker id had a clock > 0 at
+  // the shards, and no checkpoint's state came): its record ids go on
+  // after the lost one's, which are cut after that clock (the pushes of
+  // the steps after it were lost, and their batches come again).
   void follow_lost_ids() {
     if (respawned_at_ == 0)
       return;
@@ -407,7 +407,7 @@ private:
   int next_ = 0;
   bool prefetched_ = false; // a pull for the next step is outstanding
   uint64_t steps_ = 0, samples_ = 0, skipped_ = 0, epoch_ = 0;
-  uint64_t respawned_at_ = 0; // the clock it joined at, until follow_lost_ids
+  uint64_t respawned_at_ = 0; // the lost worker's clock, until follow_lost_ids
   uint64_t resumed_samples_ = 0; // restored from a checkpoint
   double epoch_loss_ = 0;
   uint64_t epoch_samples_ = 0;
@@ -435,7 +435,7 @@ std::string check(const topology::Stage& s) {
   if (c.histogram_every < 0)
     return "histogram_every_steps must be >= 0 (0: no histograms)";
   if (!c.record_ids.empty())
-    return record_id_log::check(c.record_ids, replicas_of(s));
+    return record_id_log::check(c.record_ids, max_replicas_of(s));
   return {};
 }
 

@@ -132,6 +132,14 @@ void on_start(coordinator_self self, const job_layout& l) {
     r.may_fail = std::find(l.may_fail.begin(), l.may_fail.end(), r.stage)
                  != l.may_fail.end();
     r.cut = st.checkpointing->replayed.count(r.stage) == 0;
+    if (st.plan->spec)
+      for (auto& s : st.plan->spec->stage())
+        if (s.name() == r.stage && s.hosts_size() > 0)
+          r.host = s.hosts(static_cast<int>(replica_of(r.label)
+                                            % static_cast<uint32_t>(
+                                              s.hosts_size())));
+    st.next_replica[r.stage] =
+      std::max(st.next_replica[r.stage], replica_of(r.label) + 1);
     st.replicas.push_back(std::move(r));
     self->monitor(l.handles[i]);
   }
@@ -155,6 +163,8 @@ void on_start(coordinator_self self, const job_layout& l) {
   if (st.checkpointing->store && st.checkpointing->every_s > 0)
     self->delayed_send(self, tick_interval(*st.checkpointing),
                        checkpoint_tick_atom::value);
+  if (!st.plan->elastic.empty())
+    self->delayed_send(self, std::chrono::seconds{1}, join_poll_atom::value);
 }
 
 // A replica or a service actor went down: the end of a replica, or a loss
@@ -309,10 +319,15 @@ void maybe_complete(coordinator_self self) {
   result.error = st.error;
   result.tolerated_failures = st.tolerated;
   for (auto& loss : st.losses)
-    result.tolerated_failures[loss.line] += resent_note(st, loss) + loss.respawn;
+    result.tolerated_failures[loss.line] +=
+      resent_note(st, loss)
+      + (loss.respawn.empty() && st.respawning.count(loss.label)
+           ? "; not respawned: the job ended while its hosts were tried"
+           : loss.respawn);
   for (auto& r : st.restored)
     result.restored.push_back(r.text + ": " + std::to_string(r.lost)
                               + " steps lost");
+  result.joined = st.joined;
   result.final = progress_of(st);
   result.checkpoints = st.checkpoints;
   result.last_checkpoint = st.last_checkpoint;
@@ -417,6 +432,10 @@ coordinator_main(coordinator_self self, job_options opts,
     },
     [=](respawn_retry_atom, const std::string& label) {
       try_respawn(self, label, 0);
+    },
+    [=](join_poll_atom) {
+      poll_joiners(self);
+      self->delayed_send(self, std::chrono::seconds{1}, join_poll_atom::value);
     },
     [=](ps_lost_atom, const std::string& label, uint32_t worker,
         uint64_t pushes) {

@@ -35,6 +35,9 @@
 //       try the lost service's hosts again
 //   coordinator -> itself       (respawn_retry_atom, label)
 //       try the lost replica's hosts again (runtime/respawn.cpp)
+//   coordinator -> itself       (join_poll_atom)
+//       every second: a node of an elastic stage that answers gets a
+//       new replica (runtime/respawn.cpp)
 //
 // handles, services: std::vector<caf::actor>; labels, stages, may_fail,
 // service_labels: std::vector<std::string>, side by side with the handles
@@ -70,6 +73,7 @@ using checkpoint_tick_atom = caf::atom_constant<caf::atom("af_ctick")>;
 using checkpoint_timeout_atom = caf::atom_constant<caf::atom("af_ctime")>;
 using restore_retry_atom = caf::atom_constant<caf::atom("af_rretry")>;
 using respawn_retry_atom = caf::atom_constant<caf::atom("af_sretry")>;
+using join_poll_atom = caf::atom_constant<caf::atom("af_jpoll")>;
 
 /// The coordinator's interface (the table above). Down messages (every
 /// replica and service actor, monitored) are CAF system messages, no part
@@ -96,6 +100,7 @@ using coordinator_actor = caf::typed_actor<
   caf::reacts_to<progress_atom>, caf::reacts_to<checkpoint_tick_atom>,
   caf::reacts_to<checkpoint_timeout_atom, uint64_t>,
   caf::reacts_to<restore_retry_atom, std::string>,
-  caf::reacts_to<respawn_retry_atom, std::string>>;
+  caf::reacts_to<respawn_retry_atom, std::string>,
+  caf::reacts_to<join_poll_atom>>;
 
 } // namespace af

@@ -53,6 +53,7 @@ struct replica_entry {
   bool down = false;
   bool failed = false;
   bool cut = false; // takes part in checkpoints (not replayed on resume)
+  std::string host;  // the node it runs on ("" in this process)
 };
 
 // What the coordinator needs to take checkpoints (topology.checkpoint).
@@ -118,6 +119,9 @@ struct job_plan {
   // on nodes (trainers): a replica lost with its node is started again
   // (runtime/respawn.cpp). The topology says where and how they connect.
   std::set<std::string> respawned;
+  // Those with max_replicas above replicas: stage -> max_replicas. A host
+  // of theirs that answers while the job runs gets a new replica.
+  std::map<std::string, uint32_t> elastic;
   std::shared_ptr<const topology::Topology> spec;
 };
 
@@ -226,6 +230,12 @@ struct coordinator_state {
   // Lost replicas of resent stages, in order (resent_note, respawn notes).
   std::vector<loss_entry> losses;
   std::map<std::string, respawn_attempt> respawning;
+  // Elastic stages (job_plan::elastic): the host being asked to take a new
+  // replica, by stage; the next replica index; run_result::joined.
+  std::map<std::string, std::string> joining;
+  std::map<std::string, uint32_t> next_replica;
+  std::map<std::string, size_t> join_cursor; // the next free host to ask
+  std::vector<std::string> joined;
   // The last stats of replicas that were respawned ("train[1] (lost)"):
   // their counts stay in the totals.
   std::vector<stage_stats> retired;
@@ -339,6 +349,12 @@ void respawn(coordinator_self self, const std::string& label);
 // Tries host attempt n of the lost replica's stage.
 void try_respawn(coordinator_self self, const std::string& label,
                  size_t attempt);
+
+// Every second while the job runs (job_plan::elastic): asks one host of
+// each elastic stage that runs no replica of it, and that may take one,
+// whether a node answers there; if so, a new replica starts there and
+// joins.
+void poll_joiners(coordinator_self self);
 
 // A surviving replica of a reassignable source takes over the lost one's
 // input; false when that is not possible.

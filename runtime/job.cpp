@@ -107,16 +107,19 @@ void check_resumed_replicas(const topology::Topology& spec,
                             const resume_point& resume) {
   auto& resumed = resume.job;
   auto& resume_where = resume.where;
-  std::set<std::string> cut_labels;
+  std::set<std::string> cut_labels, joined_labels;
   for (int i = 0; i < spec.stage_size(); ++i) {
     auto& s = spec.stage(i);
     if (checkpointing.replayed.count(s.name()))
       continue;
     for (int r = 0; r < replicas_of(s); ++r)
       cut_labels.insert(replica_label(s.name(), r));
+    // Replicas that had joined (max_replicas) may be in the cut too.
+    for (auto r = replicas_of(s); r < max_replicas_of(s); ++r)
+      joined_labels.insert(replica_label(s.name(), static_cast<int>(r)));
   }
   auto known = [&](const std::string& label) {
-    if (!cut_labels.count(label))
+    if (!cut_labels.count(label) && !joined_labels.count(label))
       throw std::runtime_error(
         resume_where + " holds stage replica '" + label
         + "', which this topology does not have (or replays): a job "
@@ -125,7 +128,7 @@ void check_resumed_replicas(const topology::Topology& spec,
   };
   for (auto& [label, ended] : resumed.ended) {
     known(label);
-    if (!ended && !resume.parts.count(label))
+    if (!ended && !resume.parts.count(label) && cut_labels.count(label))
       throw std::runtime_error(resume_where + ": the part of '" + label
                                + "' is missing");
   }
@@ -199,8 +202,9 @@ std::shared_ptr<job_plan> plan_of(const topology::Topology& spec,
     auto* type = reg.find(s.type());
     if (type != nullptr && type->reassignable && replicas_of(s) > 1)
       plan->reassignable.insert(s.name());
+    // (max_replicas: replicas that join later count.)
     if (type != nullptr && (type->one_to_one || type->resend_unfinished)
-        && replicas_of(s) > 1 && s.input_size() > 0) {
+        && max_replicas_of(s) > 1 && s.input_size() > 0) {
       plan->resent.insert(s.name());
       if (type->one_to_one)
         plan->one_to_one.insert(s.name());
@@ -210,10 +214,16 @@ std::shared_ptr<job_plan> plan_of(const topology::Topology& spec,
       plan->producers[s.name()].push_back(in.stage());
     }
   }
-  for (auto& s : spec.stage())
+  for (auto& s : spec.stage()) {
     if (plan->resent.count(s.name()) && !plan->one_to_one.count(s.name())
         && plan->consumers[s.name()].empty() && s.hosts_size() > 0)
       plan->respawned.insert(s.name());
+    // (topology.cpp checks that max_replicas is only on such stages.)
+    if (max_replicas_of(s) > replicas_of(s)) {
+      plan->elastic[s.name()] = static_cast<uint32_t>(max_replicas_of(s));
+      plan->respawned.insert(s.name());
+    }
+  }
   plan->spec = std::make_shared<const topology::Topology>(spec);
   return plan;
 }
@@ -298,6 +308,29 @@ void restore_service(launch& l, const resume_point& resume,
   if (!failure.empty())
     throw std::runtime_error("cannot restore from " + resume.where + ": "
                              + failure);
+}
+
+// Replicas that had joined the job before the checkpoint (max_replicas)
+// are not started again (a node of their stage that answers joins anew):
+// the restored shards, which hold them paused at the cut, drop them.
+void drop_joined(const launch& l, const resume_point& resume) {
+  for (auto& [label, ended] : resume.job.ended) {
+    if (ended)
+      continue;
+    auto stage = label.substr(0, label.rfind('['));
+    auto r = static_cast<uint32_t>(
+      std::stoul(label.substr(label.rfind('[') + 1)));
+    for (auto& s : l.spec.stage())
+      if (s.name() == stage && r >= replicas_of(s)) {
+        spdlog::info("{} had joined the job before the checkpoint; it is "
+                     "not started again (a node of its stage that answers "
+                     "joins anew)",
+                     label);
+        for (auto& service : l.layout.services)
+          caf::anon_send(caf::actor_cast<service_actor>(service),
+                         replica_lost_atom::value, stage, r);
+      }
+  }
 }
 
 // Services first: stages reach them from their factories.
@@ -528,10 +561,11 @@ job job::start(caf::actor_system& sys, const loaded_topology& topo,
   context->topology = std::make_shared<const topology::Topology>(spec);
   context->coordinator = result.coordinator_;
   context->outlets = std::move(outlets);
-  if (!plan->respawned.empty())
+  if (!plan->respawned.empty() || !plan->elastic.empty())
     plan->topology_text = l.text();
   try {
     spawn_services(l, *context, *plan, resume);
+    drop_joined(l, resume);
     spawn_stages(l, context, result.replicas_);
     connect_data_plane(l);
   } catch (const std::exception&) {

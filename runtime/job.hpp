@@ -93,6 +93,10 @@ struct run_result {
   /// restored from the last checkpoint on another node: one line each,
   /// "ps[1] on host 'w1' from the checkpoint at step 400: 123 steps lost".
   std::vector<std::string> restored;
+  /// Replicas that joined the running job on a node started after it
+  /// began (Stage.max_replicas): "train[1] on host 'w4' 2.1 s after the
+  /// start" each.
+  std::vector<std::string> joined;
   job_progress final;
   /// The checkpoint the job resumed from ("" if none) and its step.
   std::string resumed_from;
@@ -125,7 +129,8 @@ struct run_result {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_result& x) {
   return f(caf::meta::type_name("af::run_result"), x.ok, x.stopped, x.error,
-           x.tolerated_failures, x.restored, x.final, x.resumed_from,
+           x.tolerated_failures, x.restored, x.joined, x.final,
+           x.resumed_from,
            x.resumed_step, x.checkpoints, x.last_checkpoint,
            x.last_checkpoint_step, x.recoverable, x.lost, x.restarts,
            x.run_elapsed_s);

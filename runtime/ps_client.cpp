@@ -55,16 +55,19 @@ ps_client::ps_client(caf::actor_system& sys, std::vector<caf::actor> shards,
 
 ps_client::~ps_client() = default;
 
-uint64_t ps_client::join() {
+ps_client::joined ps_client::join() {
   auto& d = *impl_;
-  d.ask_each(ps_register_atom::value,
-             [&](size_t s, uint64_t version) { d.read_version[s] = version; });
-  uint64_t clock = 0;
+  joined j;
   if (d.worker != ps_observer)
     d.ask_each(ps_clock_atom::value,
-               [&](size_t, uint64_t c) { clock = std::max(clock, c); });
-  d.clock = std::max(d.clock, clock);
-  return clock;
+               [&](size_t, uint64_t c) { j.own = std::max(j.own, c); });
+  d.ask_each(ps_register_atom::value,
+             [&](size_t s, uint64_t version) { d.read_version[s] = version; });
+  if (d.worker != ps_observer)
+    d.ask_each(ps_clock_atom::value,
+               [&](size_t, uint64_t c) { j.clock = std::max(j.clock, c); });
+  d.clock = std::max(d.clock, j.clock);
+  return j;
 }
 
 void ps_client::leave() {

@@ -37,12 +37,20 @@ public:
             caf::actor coordinator = {});
   ~ps_client();
 
+  /// The worker's clocks around join(), the largest any shard has
+  /// (ps_clock_atom).
+  struct joined {
+    /// Before: the last step the shards have of this worker id (a lost
+    /// worker's, for a trainer respawned in its place); 0 when new.
+    uint64_t own = 0;
+    /// After: where its steps go on from (own, or the slowest live
+    /// worker's clock when that is larger).
+    uint64_t clock = 0;
+  };
+
   /// Announces the worker to every shard (ps_register_atom); after
-  /// pause(), brings it back into the clocks. Returns the worker's clock,
-  /// the largest any shard has (ps_clock_atom): 0 for a new worker, the
-  /// lost worker's (or the slowest live one's) for a trainer respawned in
-  /// its place, whose steps go on from there.
-  uint64_t join();
+  /// pause(), brings it back into the clocks.
+  joined join();
   /// At a checkpoint cut: collects outstanding acknowledgements, then
   /// pauses the worker at every shard (ps_pause_atom) until join().
   void pause();

@@ -75,24 +75,46 @@ void give_up(coordinator_self self, const std::string& label,
                why);
 }
 
-// The new replica `fresh` of `label` runs on `host`: it becomes a consumer
-// of every running producer that takes it (add_output_atom), then it is
-// wired to those and takes the lost one's place in the replica table.
-void join_respawned(coordinator_self self, const std::string& label,
-                    const std::string& host, stage_actor fresh) {
-  auto& st = self->state;
-  auto it = st.respawning.find(label);
-  if (it == st.respawning.end() || !st.error.empty() || st.stopped
-      || st.halting) {
-    drop_fresh(self, fresh, label);
+// Whether the new replica `label` of `stage` is still wanted: its respawn
+// (joining: its join) is under way, and the job goes on.
+bool wanted(const coordinator_state& st, const std::string& stage,
+            const std::string& label, bool joining) {
+  if (!st.error.empty() || st.stopped || st.halting)
+    return false;
+  return joining ? st.joining.count(stage) > 0 : st.respawning.count(label) > 0;
+}
+
+// A new replica does not take its place after all.
+void not_joined(coordinator_self self, const std::string& stage,
+                const std::string& label, bool joining,
+                const std::string& why) {
+  if (!joining) {
+    give_up(self, label, why);
     return;
   }
-  auto* entry = &*std::find_if(st.replicas.begin(), st.replicas.end(),
-                               [&](auto& r) { return r.label == label; });
-  auto producers = live_producers(st, entry->stage);
+  self->state.joining.erase(stage);
+  spdlog::warn("{} does not join: {}", label, why);
+}
+
+// The new replica `fresh` of `label` runs on `host`: it becomes a consumer
+// of every running producer that takes it (add_output_atom), then it is
+// wired to those, and takes the lost one's place in the replica table
+// (joining: a place of its own).
+void join_replica(coordinator_self self, const std::string& stage,
+                  const std::string& label, const std::string& host,
+                  stage_actor fresh, bool joining) {
+  auto& st = self->state;
+  if (!wanted(st, stage, label, joining)) {
+    drop_fresh(self, fresh, label);
+    if (joining)
+      st.joining.erase(stage);
+    return;
+  }
+  auto producers = live_producers(st, stage);
   if (producers.empty()) {
     drop_fresh(self, fresh, label);
-    give_up(self, label, "its producers had ended their streams");
+    not_joined(self, stage, label, joining,
+               "its producers had ended their streams");
     return;
   }
   struct pending {
@@ -104,51 +126,74 @@ void join_respawned(coordinator_self self, const std::string& label,
   p->left = producers.size();
   auto handle = caf::actor_cast<caf::actor>(fresh);
   uint32_t index = 0;
-  auto* s = stage_spec(st, entry->stage, &index);
+  auto* s = stage_spec(st, stage, &index);
   auto done = [=] {
     auto& st = self->state;
     if (--p->left > 0)
       return;
-    auto it = st.respawning.find(label);
-    if (it == st.respawning.end() || !st.error.empty() || st.stopped
-        || st.halting || p->w.upstreams.empty()) {
+    if (!wanted(st, stage, label, joining) || p->w.upstreams.empty()) {
       drop_fresh(self, fresh, label);
-      if (it != st.respawning.end() && p->w.upstreams.empty())
-        give_up(self, label,
-                p->refused.empty() ? "its producers had ended their streams"
-                                   : "its producers did not take it ("
-                                       + p->refused.substr(2) + ")");
+      if (!wanted(st, stage, label, joining)) {
+        if (joining)
+          st.joining.erase(stage);
+        return;
+      }
+      not_joined(self, stage, label, joining,
+                 p->refused.empty() ? "its producers had ended their streams"
+                                    : "its producers did not take it ("
+                                        + p->refused.substr(2) + ")");
       return;
     }
-    auto after = seconds_since(it->second.lost_at);
-    st.respawning.erase(it);
-    // Items sent again to it now would come after the barrier of a
-    // checkpoint being taken.
+    // Items sent to it now would come after the barrier of a checkpoint
+    // being taken.
     if (st.round)
-      abandon_round(self, label + " was respawned");
-    for (auto& r : st.replicas)
-      if (r.label == label) {
-        // Its last counts stay in the totals.
-        if (auto was = st.stats.find(label); was != st.stats.end()) {
-          auto old = std::move(was->second);
-          st.stats.erase(was);
-          old.stage = label + " (lost)";
-          st.retired.push_back(std::move(old));
+      abandon_round(self, label + (joining ? " joined" : " was respawned"));
+    char buf[32];
+    if (joining) {
+      replica_entry r;
+      r.handle = fresh;
+      r.label = label;
+      r.stage = stage;
+      r.host = host;
+      r.cut = st.checkpointing->replayed.count(stage) == 0;
+      for (auto& other : st.replicas)
+        if (other.stage == stage)
+          r.may_fail = other.may_fail;
+      st.replicas.push_back(std::move(r));
+      self->monitor(fresh);
+      st.joining.erase(stage);
+      std::snprintf(buf, sizeof buf, "%.1f", seconds_since(st.begin));
+      st.joined.push_back(label + " on host '" + host + "' " + buf
+                          + " s after the start");
+      spdlog::warn("{} joined on host '{}' ({} s after the start)", label,
+                   host, buf);
+    } else {
+      auto it = st.respawning.find(label);
+      std::snprintf(buf, sizeof buf, "%.1f", seconds_since(it->second.lost_at));
+      st.respawning.erase(it);
+      for (auto& r : st.replicas)
+        if (r.label == label) {
+          // Its last counts stay in the totals.
+          if (auto was = st.stats.find(label); was != st.stats.end()) {
+            auto old = std::move(was->second);
+            st.stats.erase(was);
+            old.stage = label + " (lost)";
+            st.retired.push_back(std::move(old));
+          }
+          r.handle = fresh;
+          r.host = host;
+          r.down = r.failed = r.done = false;
+          self->monitor(fresh);
         }
-        r.handle = fresh;
-        r.down = r.failed = r.done = false;
-        self->monitor(fresh);
-      }
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "%.1f", after);
-    for (auto l = st.losses.rbegin(); l != st.losses.rend(); ++l)
-      if (l->label == label) {
-        l->respawn = "; respawned on host '" + host + "' " + buf
-                     + " s after it was lost";
-        break;
-      }
-    spdlog::warn("{} respawned on host '{}' ({} s after it was lost)", label,
-                 host, buf);
+      for (auto l = st.losses.rbegin(); l != st.losses.rend(); ++l)
+        if (l->label == label) {
+          l->respawn = "; respawned on host '" + host + "' " + buf
+                       + " s after it was lost";
+          break;
+        }
+      spdlog::warn("{} respawned on host '{}' ({} s after it was lost)",
+                   label, host, buf);
+    }
     self->send(fresh, wire_atom::value, p->w);
   };
   for (auto* r : producers) {
@@ -177,6 +222,47 @@ void join_respawned(coordinator_self self, const std::string& label,
           done();
         });
   }
+}
+
+// Asks node `host` (at `address`) to start replica `replica` of stage
+// `stage`; `done` gets the new actor, `failed` why not.
+template <class Done, class Failed>
+void spawn_on(coordinator_self self, const std::string& stage,
+              const std::string& address, uint32_t replica,
+              std::chrono::milliseconds timeout, Done done, Failed failed) {
+  auto parsed = parse_address(address);
+  if (!parsed) {
+    failed(std::string{"not a HOST:PORT address"});
+    return;
+  }
+  uint32_t index = 0;
+  stage_spec(self->state, stage, &index);
+  request_node(self, *parsed, timeout)
+    .then(
+      [=](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
+        if (!ptr) {
+          failed(std::string{"no spawner published there"});
+          return;
+        }
+        auto& st = self->state;
+        std::vector<std::string> names;
+        std::vector<caf::actor> actors;
+        for (auto& [service, handle] : st.services) {
+          names.push_back(service.substr(0, service.rfind('[')));
+          actors.push_back(caf::actor_cast<caf::actor>(handle));
+        }
+        self
+          ->request(caf::actor_cast<node_spawner_actor>(ptr),
+                    std::chrono::seconds{60}, spawn_stage_atom::value,
+                    st.plan->topology_text, index, replica,
+                    caf::actor_cast<caf::actor>(self), names, actors)
+          .then(
+            [=](caf::actor& fresh) {
+              done(caf::actor_cast<stage_actor>(std::move(fresh)));
+            },
+            [=](caf::error& err) { failed(self->system().render(err)); });
+      },
+      [=](caf::error& err) { failed(self->system().render(err)); });
 }
 
 } // namespace
@@ -243,39 +329,61 @@ void try_respawn(coordinator_self self, const std::string& label,
       try_respawn(self, label, attempt + 1);
     }
   };
-  auto parsed = parse_address(address);
-  if (!parsed) {
-    next("not a HOST:PORT address");
-    return;
-  }
   spdlog::debug("respawning {} on host '{}' ({})", label, name, address);
-  request_node(self, *parsed, st.plan->connect_timeout)
-    .then(
-      [=](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
-        if (!ptr) {
-          next("no spawner published there");
-          return;
-        }
+  auto stage = entry->stage;
+  spawn_on(
+    self, stage, address, replica, st.plan->connect_timeout,
+    [=](stage_actor fresh) {
+      join_replica(self, stage, label, name, std::move(fresh), false);
+    },
+    next);
+}
+
+void poll_joiners(coordinator_self self) {
+  auto& st = self->state;
+  if (!st.error.empty() || st.stopped || st.halting)
+    return;
+  for (auto& [stage, most] : st.plan->elastic) {
+    if (st.joining.count(stage) || live_producers(st, stage).empty())
+      continue;
+    std::set<std::string> busy;
+    size_t running = 0;
+    for (auto& r : st.replicas)
+      if (r.stage == stage && (!r.down || st.respawning.count(r.label))) {
+        ++running;
+        busy.insert(r.host);
+      }
+    if (running >= most)
+      continue;
+    // The hosts without a replica of the stage, one per poll, in turn.
+    uint32_t index = 0;
+    auto* s = stage_spec(st, stage, &index);
+    std::vector<std::string> free;
+    for (auto& h : s->hosts())
+      if (!busy.count(h))
+        free.push_back(h);
+    if (free.empty())
+      continue;
+    auto host = free[st.join_cursor[stage]++ % free.size()];
+    auto address = st.plan->addresses[host];
+    auto replica = st.next_replica[stage];
+    auto label = stage + "[" + std::to_string(replica) + "]";
+    st.joining[stage] = host;
+    auto name = stage; // (a copy for the lambdas)
+    spawn_on(
+      self, name, address, replica, std::chrono::milliseconds{1000},
+      [=](stage_actor fresh) {
         auto& st = self->state;
-        std::vector<std::string> names;
-        std::vector<caf::actor> actors;
-        for (auto& [service, handle] : st.services) {
-          names.push_back(service.substr(0, service.rfind('[')));
-          actors.push_back(caf::actor_cast<caf::actor>(handle));
-        }
-        self
-          ->request(caf::actor_cast<node_spawner_actor>(ptr),
-                    std::chrono::seconds{60}, spawn_stage_atom::value,
-                    st.plan->topology_text, index, replica,
-                    caf::actor_cast<caf::actor>(self), names, actors)
-          .then(
-            [=](caf::actor& fresh) {
-              join_respawned(self, label, name,
-                             caf::actor_cast<stage_actor>(std::move(fresh)));
-            },
-            [=](caf::error& err) { next(self->system().render(err)); });
+        ++st.next_replica[name];
+        spdlog::info("node '{}' answers: {} starts there", host, label);
+        join_replica(self, name, label, host, std::move(fresh), true);
       },
-      [=](caf::error& err) { next(self->system().render(err)); });
+      [=](const std::string& why) {
+        spdlog::debug("no new replica of {} on host '{}': {}", name, host,
+                      why);
+        self->state.joining.erase(name);
+      });
+  }
 }
 
 } // namespace af::coord

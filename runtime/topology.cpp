@@ -30,6 +30,10 @@ int64_t replicas_of(const topology::Stage& s) {
   return s.has_replicas() ? s.replicas() : default_replicas;
 }
 
+int64_t max_replicas_of(const topology::Stage& s) {
+  return s.has_max_replicas() ? s.max_replicas() : replicas_of(s);
+}
+
 int64_t window_of(const topology::Input& in) {
   return in.has_window() ? in.window() : default_window;
 }
@@ -202,6 +206,7 @@ private:
                                        + "' (known types: " + known + ")");
         continue;
       }
+      check_max_replicas(i, *type);
       if (type->check) {
         // A check of an application's own type may throw: a problem too.
         std::string msg;
@@ -326,6 +331,37 @@ private:
     cycle += spec_.stage(static_cast<int>(cur)).name();
     error(lines_[cur], "the stages form a cycle: " + cycle);
     return order;
+  }
+
+  // Stage.max_replicas: only a stage whose replicas may come and go (a
+  // trainer: its producers re-send, nothing consumes it) on nodes.
+  void check_max_replicas(int i, const stage_type& type) {
+    auto& s = spec_.stage(i);
+    if (!s.has_max_replicas())
+      return;
+    auto line = field_line(i, "max_replicas");
+    auto name = "stage '" + s.name() + "': ";
+    if (s.max_replicas() < replicas_of(s)) {
+      error(line, name + "max_replicas (" + std::to_string(s.max_replicas())
+                    + ") is below replicas ("
+                    + std::to_string(replicas_of(s)) + ")");
+      return;
+    }
+    if (s.max_replicas() == replicas_of(s))
+      return;
+    if (!type.resend_unfinished)
+      error(line, name + "max_replicas needs a stage type whose replicas "
+                    "may join a running job (trainer), not '" + s.type()
+                    + "'");
+    else if (s.hosts_size() == 0)
+      error(line, name + "max_replicas needs hosts: replicas join on nodes "
+                    "of its placement that start after the job began");
+    for (auto& other : spec_.stage())
+      for (auto& in : other.input())
+        if (in.stage() == s.name())
+          error(line, name + "max_replicas needs a stage that nothing "
+                        "consumes, and stage '" + other.name()
+                        + "' reads it");
   }
 
   // Nodes (Topology.host) and the placements that name them.

@@ -61,6 +61,8 @@ load_result load_topology_text(std::string_view text, const std::string& name,
 /// Effective values of optional fields (defaults filled in; values are
 /// checked only when the topology is loaded).
 int64_t replicas_of(const topology::Stage& s);
+/// Stage.max_replicas, or replicas when unset (not elastic).
+int64_t max_replicas_of(const topology::Stage& s);
 int64_t window_of(const topology::Input& in);
 
 } // namespace af

@@ -141,6 +141,8 @@ void print_summary(std::FILE* out, const std::string& job_name,
                  f.c_str());
   for (auto& line : r.restored)
     std::fprintf(out, "  restored: %s\n", line.c_str());
+  for (auto& line : r.joined)
+    std::fprintf(out, "  joined: %s\n", line.c_str());
   if (!r.resumed_from.empty()) {
     std::fprintf(out, "  resumed from %s (step %llu)", r.resumed_from.c_str(),
                  static_cast<unsigned long long>(r.resumed_step));

@@ -127,6 +127,8 @@ restart_after(caf::actor_system& sys, const registry& reg,
     r.tolerated.push_back(f);
   for (auto& f : res.restored)
     r.restored.push_back(f);
+  for (auto& f : res.joined)
+    r.joined.push_back(f);
   ++r.count;
   jopts.resume = false;
   jopts.resume_step.reset();
@@ -171,6 +173,7 @@ void add_restarts(run_result& res, const restarts& r) {
                                 r.tolerated.begin(), r.tolerated.end());
   res.restored.insert(res.restored.begin(), r.restored.begin(),
                       r.restored.end());
+  res.joined.insert(res.joined.begin(), r.joined.begin(), r.joined.end());
   res.restarts = r.lines;
   res.run_elapsed_s = std::chrono::duration<double>(
                         std::chrono::steady_clock::now() - r.first_start)

@@ -29,6 +29,7 @@ struct restarts {
   std::vector<std::string> lines;
   std::vector<std::string> tolerated;
   std::vector<std::string> restored;
+  std::vector<std::string> joined;
 };
 
 /// The checkpoint a job that ended with `r` continues from, as (step,

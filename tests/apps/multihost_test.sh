@@ -576,6 +576,67 @@ EOF
     wait_log w2 "node: job ended" 15
     expect_clean_end w3
     ;;
+  trainer_joins|trainer_joins_resume)
+    # A node started after the job began joins it: train has one replica
+    # (on w2) and max_replicas 2 with hosts w2 and w3, and w3's node starts
+    # once train[0] has trained (its port chosen before). The coordinator
+    # asks w3 every second, starts train[1] there, the batcher takes it and
+    # the shards count it from the slowest live clock. No fault: by the
+    # trainers' record ids every record exactly once per epoch.
+    # trainer_joins_resume: with checkpoints; the coordinator is killed
+    # after a checkpoint that holds train[1], and --resume starts train[0]
+    # alone (train[1]'s part is dropped, the shards drop its worker), and
+    # w3 joins again. Still every record exactly once per epoch.
+    start_node w1; start_node w2
+    p3=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    topology multi_killed "${port[w1]}" "${port[w2]}" "$p3"
+    sed -i -e 's/^  replicas: 2$/  replicas: 1\n  max_replicas: 2/' -e 's/^    epochs: 10$/    epochs: 30/' "$topo"
+    grep -q '^  max_replicas: 2$' "$topo" && grep -q '^    epochs: 30$' "$topo" \
+      || fail "the template's trainer or source changed"
+    [ "$case_name" = trainer_joins_resume ] \
+      && echo "checkpoint { dir: \"$tmp/ckpt\" every_steps: 300 }" >>"$topo"
+    list_trained_ids
+    start_job 120 "$tmp/node-w2.err" 'train\[0\]: epoch [0-9]\+ step'
+    start_node w3 "127.0.0.1:$p3"
+    t_start=$(date +%s.%N)
+    if [ "$case_name" = trainer_joins_resume ]; then
+      for ((i = 0; i < 600; ++i)); do
+        awk '/joined on host/ { j = 1 } j && /checkpoint at step [0-9]+ written/ { found = 1 } END { exit !found }' "$tmp/err" && break
+        alive $job || break
+        sleep 0.05
+      done
+      awk '/joined on host/ { j = 1 } j && /checkpoint at step [0-9]+ written/ { found = 1 } END { exit !found }' "$tmp/err" \
+        || fail "no checkpoint after train[1] joined"
+      pkill -KILL -P "$job" actorflow 2>/dev/null || true
+      kill -KILL "$job" 2>/dev/null
+      wait "$job" 2>/dev/null
+      grep -q "finished" "$tmp/out" && fail "the job finished before it was killed: make it longer"
+      echo "the coordinator was killed after a checkpoint with train[1]: $(grep -o 'checkpoint at step [0-9]* written' "$tmp/err" | tail -1)"
+      wait_log w3 "node: job ended" 15
+      job_args=(--resume)
+      start_job 120 "$tmp/node-w2.err" 'node: started train\[0\]'
+    fi
+    wait $job; rc=$?
+    echo "the job ended (exit $rc) $(since "$t_start") s after w3 started"
+    expect_rc 0
+    expect_out "job 'multi-killed' finished"
+    expect_out "^  joined: train\[1\] on host 'w3' [0-9.]\+ s after the start$"
+    grep '^  joined: ' "$tmp/out"
+    ! grep -q 'replica lost' "$tmp/out" || fail "a replica was lost without a fault"
+    node_has w1 "batch\[0\]: consumer 'train\[1\]' joins"
+    node_has w3 "node: started train\[1\]"
+    node_has w3 "train\[1\]: [0-9]\+ steps, [1-9][0-9]* samples, "
+    grep "train\[[01]\]: [0-9]* steps, " "$tmp/node-w2.err" "$tmp/node-w3.err"
+    python3 "$here/record_ids.py" exactly-once --by-epoch --epochs 30 --records 40000 \
+      "$tmp"/ids-0.txt "$tmp"/ids-1.txt \
+      || fail "with a trainer that joined, the record ids are not every record once per epoch"
+    read_auc; expect_auc_near_planted
+    if [ "$case_name" = trainer_joins_resume ]; then
+      expect_err "train\[1\] had joined the job before the checkpoint; it is not started again"
+      expect_out "^  resumed from $tmp/ckpt/ckpt-"
+    fi
+    wait_log w3 "node: job ended" 15
+    ;;
   trainer_node_frozen)
     # As trainer_node_killed, but w3 is frozen (SIGSTOP): its process and
     # sockets stay, only the heartbeats stop, and the coordinator drops it

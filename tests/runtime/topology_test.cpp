@@ -117,6 +117,43 @@ stage { name: "sink" type: "sink"
 )");
     CHECK(has_error(e, "t.pbtxt:3: ", "replicas must be >= 1, got 0"));
   }
+  SECTION("max_replicas below replicas, or on a stage that cannot join") {
+    auto e = errors_of(R"(stage { name: "src" type: "synthetic_source" }
+stage { name: "sink" type: "sink"
+        replicas: 2
+        max_replicas: 1
+        input { stage: "src" } }
+)");
+    CHECK(has_error(e, "t.pbtxt:4: ",
+                    "max_replicas (1) is below replicas (2)"));
+    e = errors_of(R"(stage { name: "src" type: "synthetic_source" }
+stage { name: "sink" type: "sink"
+        max_replicas: 3
+        input { stage: "src" } }
+)");
+    CHECK(has_error(e, "t.pbtxt:3: ",
+                    "max_replicas needs a stage type whose replicas may "
+                    "join a running job (trainer), not 'sink'"));
+  }
+  SECTION("max_replicas on a trainer in this process, or one read by "
+          "another stage") {
+    auto e = errors_of(R"(host { name: "w1" address: "127.0.0.1:4100" }
+stage { name: "src" type: "synthetic_source" }
+stage { name: "train" type: "trainer"
+        max_replicas: 2
+        input { stage: "src" } }
+stage { name: "far" type: "trainer"
+        hosts: ["w1"]
+        max_replicas: 2
+        input { stage: "src" } }
+stage { name: "sink" type: "sink" input { stage: "far" } }
+)");
+    CHECK(has_error(e, "t.pbtxt:4: ",
+                    "stage 'train': max_replicas needs hosts"));
+    CHECK(has_error(e, "t.pbtxt:8: ",
+                    "max_replicas needs a stage that nothing consumes, and "
+                    "stage 'sink' reads it"));
+  }
   SECTION("window < 1") {
     auto e = errors_of(R"(stage { name: "src" type: "synthetic_source" }
 stage { name: "sink" type: "sink"
