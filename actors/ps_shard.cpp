@@ -194,7 +194,8 @@ ps_shard_actor::behavior_type ps_shard_main(shard_actor self,
           self->send(st.restorer, ps_lost_atom::value, st.name, worker,
                      clock - had);
       }
-      auto v = st.shard->register_worker(worker, clock);
+      // (Its own clock: the client goes on from it.)
+      auto v = st.shard->register_worker(worker, clock, false);
       release(self);
       return v;
     },

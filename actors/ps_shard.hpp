@@ -165,7 +165,10 @@ public:
   /// one, or added, holds nobody back. Returns the version. Registering a live worker changes nothing but `clock`: the
   /// worker's clock becomes at least that (a worker joining a shard
   /// restored from a checkpoint while it trained on).
-  uint64_t register_worker(uint32_t worker, uint64_t clock = 0);
+  /// `catch_up` false (a worker joining a restored shard with its own
+  /// clock): no jump to the slowest live clock.
+  uint64_t register_worker(uint32_t worker, uint64_t clock = 0,
+                           bool catch_up = true);
 
   /// `worker` is at a checkpoint cut: out of the clocks until it registers
   /// again, with the clock it had (at tau = 0 a clock it was holding up

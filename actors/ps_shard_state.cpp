@@ -136,11 +136,12 @@ const ps_shard_config& ps_shard_state::config() const noexcept {
   return impl_->cfg;
 }
 
-uint64_t ps_shard_state::register_worker(uint32_t worker, uint64_t clock) {
+uint64_t ps_shard_state::register_worker(uint32_t worker, uint64_t clock,
+                                         bool catch_up) {
   auto& st = *impl_;
   if (worker != ps_observer) {
     auto it = st.workers.find(worker);
-    if (it == st.workers.end() || !it->second.live) {
+    if (catch_up && (it == st.workers.end() || !it->second.live)) {
       // Back after it left, or new after every expected worker came: at
       // the slowest live worker's clock, so that the others, who went on
       // without it, are not held back (while an expected worker is

@@ -55,8 +55,8 @@ public:
   /// cuts those after it (trained by the interrupted run after its last
   /// checkpoint: the restored model does not hold them, and they come
   /// again). Logs what it kept and cut, `whose` naming the step ("the
-  /// checkpoint's"; a trainer respawned for a lost one: "the lost
-  /// replica's", whose pushes the shards do not have after it).
+  /// checkpoint's"; a trainer respawned for a lost one: "the shards' clock
+  /// of this worker", whose pushes the shards do not have after it).
   void restore(uint64_t step, const char* whose = "the checkpoint's");
 
   /// Creates the file if nothing was written; closes it. Once.

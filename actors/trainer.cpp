@@ -369,7 +369,7 @@ private:
     if (respawned_at_ == 0)
       return;
     if (ids_)
-      ids_->restore(respawned_at_, "the lost replica's");
+      ids_->restore(respawned_at_, "the shards' clock of this worker");
     respawned_at_ = 0;
   }
 

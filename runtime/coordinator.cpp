@@ -138,8 +138,6 @@ void on_start(coordinator_self self, const job_layout& l) {
           r.host = s.hosts(static_cast<int>(replica_of(r.label)
                                             % static_cast<uint32_t>(
                                               s.hosts_size())));
-    st.next_replica[r.stage] =
-      std::max(st.next_replica[r.stage], replica_of(r.label) + 1);
     st.replicas.push_back(std::move(r));
     self->monitor(l.handles[i]);
   }

@@ -139,13 +139,6 @@ struct loss_entry {
   std::string respawn; // "; respawned on host 'w1' after 1.2 s", or why not
 };
 
-// A lost replica being started again (runtime/respawn.cpp).
-struct respawn_attempt {
-  std::string failures; // of the hosts tried in this round
-  clock_type::time_point lost_at = clock_type::now();
-  bool retrying = false; // told the user it waits for a host
-};
-
 // A service actor restored while the job ran, and the pushes lost with the
 // old one (its workers' ps_lost_atom reports, summed).
 struct restored_entry {
@@ -154,15 +147,23 @@ struct restored_entry {
   uint64_t lost = 0;
 };
 
-// A lost service actor being started again from the last checkpoint.
-struct restore_attempt {
-  std::string why;
-  std::vector<caf::response_promise> waiting; // ps_locate_atom requests
+// Trying the hosts of a placement in rounds, one a second, for
+// restore_patience: a lost service restored, a lost replica respawned.
+struct host_rounds {
   std::string failures; // of the hosts tried in this round
-  std::chrono::steady_clock::time_point began =
-    std::chrono::steady_clock::now();
+  clock_type::time_point began = clock_type::now();
   bool retrying = false; // told the user it waits for a host
 };
+
+// A lost service actor being started again from the last checkpoint.
+struct restore_attempt : host_rounds {
+  std::string why;
+  std::vector<caf::response_promise> waiting; // ps_locate_atom requests
+};
+
+// A lost replica being started again (runtime/respawn.cpp); `began`:
+// when it was lost.
+struct respawn_attempt : host_rounds {};
 
 // What the coordinator is told at start: every replica and the service
 // actors, in spawn order.
@@ -231,9 +232,8 @@ struct coordinator_state {
   std::vector<loss_entry> losses;
   std::map<std::string, respawn_attempt> respawning;
   // Elastic stages (job_plan::elastic): the host being asked to take a new
-  // replica, by stage; the next replica index; run_result::joined.
+  // replica, by stage; run_result::joined.
   std::map<std::string, std::string> joining;
-  std::map<std::string, uint32_t> next_replica;
   std::map<std::string, size_t> join_cursor; // the next free host to ask
   std::vector<std::string> joined;
   // The last stats of replicas that were respawned ("train[1] (lost)"):
@@ -305,6 +305,14 @@ void abandon_round(coordinator_self self, const std::string& why);
 void maybe_checkpoint(coordinator_self self, bool timer);
 
 // --- runtime/recovery.cpp ---------------------------------------------------
+
+// Attempt `attempt` of a round over `n` hosts for `label` (the failures
+// of the round's hosts are in `r`): true when a host is left to try.
+// Otherwise the round is over: once restore_patience has passed since
+// r.began, `give_up` says why; else a new round is due in a second (the
+// caller schedules it) and `give_up` stays empty.
+bool host_left(host_rounds& r, const std::string& label, size_t attempt,
+               size_t n, std::string& give_up);
 
 // Starts service actor `label` again on host attempt n of its placement.
 void try_restore(coordinator_self self, const std::string& label,

@@ -122,6 +122,24 @@ void load_restored(coordinator_self self, const std::string& label, size_t host,
 
 } // namespace
 
+bool host_left(host_rounds& r, const std::string& label, size_t attempt,
+               size_t n, std::string& give_up) {
+  if (attempt == 0)
+    r.failures.clear();
+  if (attempt < n)
+    return true;
+  auto why = "no host could take it (" + r.failures.substr(2) + ")";
+  if (clock_type::now() - r.began >= restore_patience) {
+    give_up = why + " for " + std::to_string(restore_patience.count()) + " s";
+    return false;
+  }
+  if (!r.retrying)
+    spdlog::warn("{}: {}; trying again every second for {} s", label, why,
+                 restore_patience.count());
+  r.retrying = true;
+  return false;
+}
+
 // Starts `label` on the next host of its placement: the other hosts
 // first, its own last (a node restarted at the same address).
 void try_restore(coordinator_self self, const std::string& label,
@@ -133,22 +151,13 @@ void try_restore(coordinator_self self, const std::string& label,
   auto& home = st.plan->by_label[label];
   auto n = home.hosts.size();
   auto& r = it->second;
-  if (attempt == 0)
-    r.failures.clear();
-  if (attempt >= n) {
-    auto why = "no host could take it (" + r.failures.substr(2) + ")";
-    if (clock_type::now() - r.began >= restore_patience) {
-      fail_restore(self, label,
-                   why + " for " + std::to_string(restore_patience.count())
-                     + " s");
-      return;
-    }
-    if (!r.retrying)
-      spdlog::warn("{}: {}; trying again every second for {} s", label, why,
-                   restore_patience.count());
-    r.retrying = true;
-    self->delayed_send(self, std::chrono::seconds{1}, restore_retry_atom::value,
-                       label);
+  std::string give_up;
+  if (!host_left(r, label, attempt, n, give_up)) {
+    if (!give_up.empty())
+      fail_restore(self, label, give_up);
+    else
+      self->delayed_send(self, std::chrono::seconds{1},
+                         restore_retry_atom::value, label);
     return;
   }
   auto host = (home.host + 1 + attempt) % n;

@@ -20,13 +20,6 @@
 
 namespace af {
 
-namespace {
-
-// Whether a TCP connection to `address` opens within `timeout`, on a
-// socket of our own: CAF 0.17's middleman connects blocking, in its one
-// actor, so a host that drops packets (a dead VM, a cut link) would hold
-// it for the kernel's connect timeout (minutes), and every later probe
-// with it. "" when it opens, else why not.
 std::string tcp_probe(const std::string& address,
                       std::chrono::milliseconds timeout) {
   auto parsed = parse_address(address);
@@ -76,6 +69,8 @@ std::string tcp_probe(const std::string& address,
   ::freeaddrinfo(found);
   return why;
 }
+
+namespace {
 
 // Leaves the hosts in `down` out of `hosts`; false when none is left.
 template <class Repeated>

@@ -17,6 +17,15 @@
 
 namespace af {
 
+/// Whether a TCP connection to `address` ("HOST:PORT") opens within
+/// `timeout`, on a socket of our own: CAF 0.17's middleman connects
+/// blocking, in its one actor, so a host that drops packets (a dead VM, a
+/// cut link) would hold it for the kernel's connect timeout (minutes), and
+/// every later connect with it. "" when it opens, else why not. Blocks the
+/// calling thread up to `timeout`.
+std::string tcp_probe(const std::string& address,
+                      std::chrono::milliseconds timeout);
+
 /// The hosts `spec` places stages or shards on, each once, in the order
 /// the `host` entries define them.
 std::vector<std::string> placement_hosts(const topology::Topology& spec);

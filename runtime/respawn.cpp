@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
@@ -16,6 +17,7 @@
 #include "runtime/coordinator_state.hpp"
 #include "runtime/node.hpp"
 #include "runtime/node_connect.hpp"
+#include "runtime/relocate.hpp"
 #include "runtime/stream.hpp"
 #include "runtime/topology.hpp"
 
@@ -169,15 +171,24 @@ void join_replica(coordinator_self self, const std::string& stage,
                    host, buf);
     } else {
       auto it = st.respawning.find(label);
-      std::snprintf(buf, sizeof buf, "%.1f", seconds_since(it->second.lost_at));
+      std::snprintf(buf, sizeof buf, "%.1f", seconds_since(it->second.began));
       st.respawning.erase(it);
       for (auto& r : st.replicas)
         if (r.label == label) {
-          // Its last counts stay in the totals.
+          // Its last counts stay in the totals, as a stage of their own
+          // ("train (lost)"); of its metrics only the counts stay (its
+          // step is the worker's clock, which the new one goes on with).
           if (auto was = st.stats.find(label); was != st.stats.end()) {
             auto old = std::move(was->second);
             st.stats.erase(was);
             old.stage = label + " (lost)";
+            old.stage_name += " (lost)";
+            std::vector<metric> counts;
+            for (auto& m : old.metrics)
+              if (m.name == "samples" || m.name == "samples_resumed"
+                  || m.name == "skipped_steps")
+                counts.push_back(m);
+            old.metrics = std::move(counts);
             st.retired.push_back(std::move(old));
           }
           r.handle = fresh;
@@ -224,12 +235,12 @@ void join_replica(coordinator_self self, const std::string& stage,
   }
 }
 
-// Asks node `host` (at `address`) to start replica `replica` of stage
-// `stage`; `done` gets the new actor, `failed` why not.
+// Asks the node at `address` to start replica `replica` of stage `stage`;
+// `done` gets the new actor, `failed` why not.
 template <class Done, class Failed>
-void spawn_on(coordinator_self self, const std::string& stage,
-              const std::string& address, uint32_t replica,
-              std::chrono::milliseconds timeout, Done done, Failed failed) {
+void spawn_now(coordinator_self self, const std::string& stage,
+               const std::string& address, uint32_t replica,
+               std::chrono::milliseconds timeout, Done done, Failed failed) {
   auto parsed = parse_address(address);
   if (!parsed) {
     failed(std::string{"not a HOST:PORT address"});
@@ -263,6 +274,42 @@ void spawn_on(coordinator_self self, const std::string& stage,
             [=](caf::error& err) { failed(self->system().render(err)); });
       },
       [=](caf::error& err) { failed(self->system().render(err)); });
+}
+
+// A TCP connection to a node's port, tried on a thread of its own, for at
+// most this long before CAF's middleman is asked to connect: its connect
+// blocks it, and every other connect (tcp_probe).
+constexpr auto probe_timeout = std::chrono::milliseconds{2000};
+using probe_atom = caf::atom_constant<caf::atom("af_probe")>;
+
+// spawn_now, once a TCP connection to `address` opened (a host that drops
+// packets fails in probe_timeout instead of holding the middleman).
+template <class Done, class Failed>
+void spawn_on(coordinator_self self, const std::string& stage,
+              const std::string& address, uint32_t replica,
+              std::chrono::milliseconds timeout, Done done, Failed failed) {
+  // (Spawned with an argument: CAF 0.17 dereferences an empty tuple for a
+  // function spawned without one, which UBSan reports.)
+  auto prober = self->spawn<caf::detached>(
+    [](caf::event_based_actor*, std::string to) -> caf::behavior {
+      return {[to](probe_atom) { return tcp_probe(to, probe_timeout); }};
+    },
+    address);
+  self->request(prober, probe_timeout + std::chrono::seconds{5},
+                probe_atom::value)
+    .then(
+      [=](std::string& why) {
+        self->send_exit(prober, caf::exit_reason::user_shutdown);
+        if (!why.empty()) {
+          failed(why);
+          return;
+        }
+        spawn_now(self, stage, address, replica, timeout, done, failed);
+      },
+      [=](caf::error& err) {
+        self->send_exit(prober, caf::exit_reason::user_shutdown);
+        failed(self->system().render(err));
+      });
 }
 
 } // namespace
@@ -299,28 +346,22 @@ void try_respawn(coordinator_self self, const std::string& label,
   uint32_t index = 0;
   auto* s = stage_spec(st, entry->stage, &index);
   auto n = static_cast<size_t>(s->hosts_size());
-  auto& r = it->second;
-  if (attempt == 0)
-    r.failures.clear();
-  if (attempt >= n) {
-    auto why = "no host could take it (" + r.failures.substr(2) + ")";
-    if (seconds_since(r.lost_at)
-        >= std::chrono::duration<double>(restore_patience).count()) {
-      give_up(self, label,
-              why + " for " + std::to_string(restore_patience.count()) + " s");
-      return;
-    }
-    if (!r.retrying)
-      spdlog::warn("{}: {}; trying again every second for {} s", label, why,
-                   restore_patience.count());
-    r.retrying = true;
-    self->delayed_send(self, std::chrono::seconds{1}, respawn_retry_atom::value,
-                       label);
+  std::string why;
+  if (!host_left(it->second, label, attempt, n, why)) {
+    if (!why.empty())
+      give_up(self, label, why);
+    else
+      self->delayed_send(self, std::chrono::seconds{1},
+                         respawn_retry_atom::value, label);
     return;
   }
   // Its own host first (restarted at the same address), then the next.
   auto replica = replica_of(label);
-  auto name = s->hosts(static_cast<int>((replica + attempt) % n));
+  size_t own = replica % n;
+  for (size_t h = 0; h < n; ++h)
+    if (s->hosts(static_cast<int>(h)) == entry->host)
+      own = h;
+  auto name = s->hosts(static_cast<int>((own + attempt) % n));
   auto address = st.plan->addresses[name];
   auto next = [=](const std::string& why) {
     auto& st = self->state;
@@ -346,14 +387,25 @@ void poll_joiners(coordinator_self self) {
   for (auto& [stage, most] : st.plan->elastic) {
     if (st.joining.count(stage) || live_producers(st, stage).empty())
       continue;
-    std::set<std::string> busy;
+    std::set<std::string> busy, labels;
     size_t running = 0;
+    bool ending = false; // a replica ended its input: the stage is ending
     for (auto& r : st.replicas)
-      if (r.stage == stage && (!r.down || st.respawning.count(r.label))) {
-        ++running;
-        busy.insert(r.host);
+      if (r.stage == stage) {
+        labels.insert(r.label);
+        ending = ending || r.done;
+        if (!r.down || st.respawning.count(r.label)) {
+          ++running;
+          busy.insert(r.host);
+        }
       }
-    if (running >= most)
+    // The lowest replica index not taken (a lost one that was not
+    // respawned keeps its own): labels stay below max_replicas, which
+    // --resume accepts.
+    uint32_t replica = 0;
+    while (labels.count(stage + "[" + std::to_string(replica) + "]"))
+      ++replica;
+    if (running >= most || ending || replica >= most)
       continue;
     // The hosts without a replica of the stage, one per poll, in turn.
     uint32_t index = 0;
@@ -366,15 +418,12 @@ void poll_joiners(coordinator_self self) {
       continue;
     auto host = free[st.join_cursor[stage]++ % free.size()];
     auto address = st.plan->addresses[host];
-    auto replica = st.next_replica[stage];
     auto label = stage + "[" + std::to_string(replica) + "]";
     st.joining[stage] = host;
     auto name = stage; // (a copy for the lambdas)
     spawn_on(
       self, name, address, replica, std::chrono::milliseconds{1000},
       [=](stage_actor fresh) {
-        auto& st = self->state;
-        ++st.next_replica[name];
         spdlog::info("node '{}' answers: {} starts there", host, label);
         join_replica(self, name, label, host, std::move(fresh), true);
       },

@@ -97,6 +97,14 @@ void handle_input(stage_self self) {
       }
       break;
     case input_event::barrier:
+      // Rounds only grow. A barrier of an older round than the one pending
+      // is of a round given up; one of a newer round means the pending one
+      // was given up (a consumer added while it ran got its barrier from
+      // some producers only): start over with the new one.
+      if (st.checkpoint_pending && ev.epoch < st.checkpoint_id)
+        break;
+      if (st.checkpoint_pending && ev.epoch > st.checkpoint_id)
+        std::fill(st.barrier_in.begin(), st.barrier_in.end(), false);
       st.barrier_in[ev.edge] = true;
       st.checkpoint_pending = true;
       st.checkpoint_id = ev.epoch;

@@ -61,8 +61,14 @@ training_view training_of(const job_progress& p) {
       else if (m.name == "reference_auc")
         t.reference_auc = m.value;
     }
-    if (step < 0)
+    if (step < 0) {
+      // A trainer replica that was lost and respawned: its samples count,
+      // its steps are the new one's (the worker's clock).
+      t.samples += samples;
+      t.samples_resumed += resumed;
+      t.skipped += skipped;
       continue;
+    }
     t.training = true;
     ++trainers;
     t.epoch = std::max(t.epoch, epoch + 1);

@@ -952,6 +952,10 @@ TEST_CASE("a worker that left registers again at the slowest live "
   // A worker beyond the expected ones, registering late: the same.
   st.register_worker(2);
   CHECK(st.clock_of(2) == 6);
+  // Not a worker that joins a restored shard with its own clock: it goes
+  // on from that (ps_client::impl::rejoin).
+  st.register_worker(3, 2, false);
+  CHECK(st.clock_of(3) == 2);
   // While an expected worker is missing, a new one starts at 0 as before.
   ps_shard_state fresh{shard_config(0, 1, 2, "sgd", 3)};
   fresh.register_worker(0);
