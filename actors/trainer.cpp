@@ -360,7 +360,6 @@ private:
     }
   }
 
-  // Staleness comes with the acknowledgements of the push before.
   // A trainer respawned for a lost one (its worker id had a clock > 0 at
   // the shards, and no checkpoint's state came): its record ids go on
   // after the lost one's, which are cut after that clock (the pushes of
@@ -373,6 +372,7 @@ private:
     respawned_at_ = 0;
   }
 
+  // Staleness comes with the acknowledgements of the push before.
   void account(const ps_client::push_result& r) {
     if (!r.acknowledged)
       return;

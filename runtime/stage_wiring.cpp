@@ -43,7 +43,8 @@ bool add_output(stage_self self, const downstream_edge& d) {
   if (st.failed || st.finished || !d.peer)
     return false;
   add_consumer(self, d);
-  spdlog::info("{}: consumer '{}' joins (respawned)", st.label, d.name);
+  spdlog::info("{}: consumer '{}' joins (started while the job runs)",
+               st.label, d.name);
   return true;
 }
 

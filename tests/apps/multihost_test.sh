@@ -144,7 +144,7 @@ trained_ids_after_loss() {
   node_has w1 "batch\[0\]: consumer 'train\[1\]' went down (.*); the [0-9]\+ items it had not finished go to the other replicas"
   # Respawned on w2 (w3 is gone), it joined the batcher and the shards and
   # trained.
-  node_has w1 "batch\[0\]: consumer 'train\[1\]' joins (respawned)"
+  node_has w1 "batch\[0\]: consumer 'train\[1\]' joins (started while the job runs)"
   node_has w1 "ps\[[01]\]: worker 1 joins again at clock [0-9]\+ (it had left at clock [0-9]\+)"
   node_has w2 "train\[1\]: [0-9]\+ steps, [1-9][0-9]* samples, "
   grep "train\[1\]: [0-9]* steps, " "$tmp/node-w2.err"
