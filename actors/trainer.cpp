@@ -4,12 +4,15 @@
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
 #include "actors/host_batch.hpp"
 #include "actors/record_id_log.hpp"
 #include "actors/training_spec.hpp"
+#include "gpu/cpu_threads.hpp"
 #include "runtime/ps_client.hpp"
 #include "runtime/random.hpp"
 #include "runtime/state_io.hpp"
@@ -23,6 +26,7 @@ using clock_type = std::chrono::steady_clock;
 
 struct trainer_config {
   std::string device = "cpu"; // "cpu", "cuda" or "cuda:N"
+  std::vector<std::string> devices; // by replica, instead of device
   double topk_fraction = 0; // of each dense gradient pushed; 0: all of it
   int64_t log_every = 100; // steps; 0: never
   int64_t fail_at_step = 0; // fault injection (1-based); 0: never
@@ -31,6 +35,15 @@ struct trainer_config {
   int64_t histogram_every = 500; // steps of replica 0; 0: never
   std::string record_ids; // file of the records trained; empty: off
   std::string record_id_field = "index"; // the batch field of their ids
+  std::string precision = "fp32"; // "fp32", "tf32" or "bf16"
+  int64_t timing_every = 10; // time every this many steps; 0: never
+
+  // The device replica `replica` trains on.
+  const std::string& device_of(int64_t replica) const {
+    if (devices.empty())
+      return device;
+    return devices[static_cast<size_t>(replica) % devices.size()];
+  }
 };
 
 trainer_config config_of(const topology::Stage& s) {
@@ -38,6 +51,7 @@ trainer_config config_of(const topology::Stage& s) {
   auto& p = s.trainer();
   if (!p.device().empty())
     c.device = p.device();
+  c.devices.assign(p.devices().begin(), p.devices().end());
   c.topk_fraction = p.topk_fraction();
   if (p.has_log_every_steps())
     c.log_every = p.log_every_steps();
@@ -50,11 +64,51 @@ trainer_config config_of(const topology::Stage& s) {
   c.record_ids = p.record_ids();
   if (!p.record_id_field().empty())
     c.record_id_field = p.record_id_field();
+  if (!p.precision().empty())
+    c.precision = p.precision();
+  if (p.has_timing_every_steps())
+    c.timing_every = p.timing_every_steps();
   return c;
 }
 
 double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+// The step-time breakdown (trainer { timing_every_steps }): sums over the
+// timed steps, in seconds. Host clocks for the phases the trainer runs,
+// the device's own times (CUDA events on a GPU) for its work.
+struct step_timing {
+  uint64_t steps = 0;
+  double step = 0;       // the whole step, from the batch's arrival on
+  double prepare = 0;    // the batch into pinned memory
+  double pull = 0;       // waiting for parameters, and their upload
+  double input_wait = 0; // waiting for the batch's upload to finish
+  double compute = 0;    // forward and backward, on the host's clock
+  double push = 0;       // gradients downloaded, sent (and the last push's
+                         // acknowledgements waited for)
+  gpu::device_times device;
+
+  void add(const gpu::device_times& t) {
+    device.input_upload += t.input_upload;
+    device.param_upload += t.param_upload;
+    device.download += t.download;
+    device.compute += t.compute;
+  }
+};
+
+// Runs a phase of a timed step, adding its host time to `sum`.
+template <class F>
+auto host_timed(bool on, double& sum, F&& f) {
+  if (!on)
+    return f();
+  auto from = clock_type::now();
+  struct add_on_exit {
+    double& sum;
+    clock_type::time_point from;
+    ~add_on_exit() { sum += seconds_since(from); }
+  } guard{sum, from};
+  return f();
 }
 
 // A batch staged on the device: the host copy (pinned on CUDA) and the
@@ -75,7 +129,12 @@ public:
     if (!info.context || !info.context->topology)
       throw std::runtime_error("a trainer runs inside a job");
     spec_ = training_spec_of(*info.context->topology);
-    dev_ = gpu::make_device(cfg_.device);
+    dev_ = gpu::make_device(cfg_.device_of(info.replica));
+    gpu::precision prec{};
+    gpu::parse_precision(cfg_.precision, prec); // check() accepted it
+    dev_->set_precision(prec);
+    if (!dev_->is_cuda()) // its share of the cores for BLAS threads
+      blas_ = std::make_unique<gpu::blas_share>();
     model_ = std::make_unique<gpu::model>(spec_.model, *dev_);
     client_ = std::make_unique<ps_client>(*info.context->system,
                                           info.context->service(ps_service),
@@ -93,7 +152,8 @@ public:
                                              info.replica, info.label());
     steps_ = joined.clock;
     respawned_at_ = joined.own;
-    spdlog::debug("{}: training on {}", info_.label(), dev_->name());
+    spdlog::debug("{}: training on {} ({})", info_.label(), dev_->name(),
+                  cfg_.precision);
   }
 
   ~trainer() override {
@@ -107,16 +167,33 @@ public:
     auto now = clock_type::now();
     if (last_end_ != clock_type::time_point{})
       wait_data_s_ += std::chrono::duration<double>(now - last_end_).count();
-    if (first_ == clock_type::time_point{})
+    if (first_ == clock_type::time_point{}) {
       first_ = now;
+      // (At the first batch every trainer of this process has its share.)
+      if (blas_) {
+        spdlog::info("{}: on the cpu: {}", info_.label(),
+                     gpu::blas_description());
+        if (auto w = gpu::blas_core_warning(); !w.empty())
+          spdlog::warn("{}: {}", info_.label(), w);
+      }
+    }
     auto& next = slots_[next_];
-    to_host(spec_, item, next.host);
-    if (ids_)
-      ids_->take(item, next.ids);
-    stage(next);
+    auto& prev = slots_[1 - next_];
+    // Every timing_every-th step is timed, from this batch's arrival to
+    // the end of the step it triggers.
+    timing_now_ = prev.full && cfg_.timing_every > 0
+                  && (steps_ + 1) % static_cast<uint64_t>(cfg_.timing_every)
+                       == 0;
+    if (timing_now_)
+      dev_->set_timing(true);
+    host_timed(timing_now_, timing_.prepare, [&] {
+      to_host(spec_, item, next.host);
+      if (ids_)
+        ids_->take(item, next.ids);
+      stage(next);
+    });
     // The batch staged before this one is on its way to the device: train
     // on it while this one's copy is queued.
-    auto& prev = slots_[1 - next_];
     if (prev.full)
       step(prev, &next);
     else
@@ -124,6 +201,13 @@ public:
     next.full = true;
     next_ = 1 - next_;
     last_end_ = clock_type::now();
+    if (timing_now_) {
+      timing_.step += std::chrono::duration<double>(last_end_ - now).count();
+      timing_.add(dev_->take_times());
+      dev_->set_timing(false);
+      ++timing_.steps;
+      timing_now_ = false;
+    }
   }
 
   void finish(emitter&) override {
@@ -198,6 +282,7 @@ public:
     out.push_back({"skipped_steps", static_cast<double>(skipped_)});
     out.push_back({"network_bytes",
                    static_cast<double>(client_->network_bytes())});
+    timing_metrics(out);
   }
 
   void take_histograms(std::vector<histogram_summary>& out) override {
@@ -252,11 +337,14 @@ private:
 
   void step(slot& cur, slot* next) {
     auto clock = steps_;
-    if (prefetched_)
-      take_prefetched();
-    else
-      wait_params_s_ += client_->pull(*model_, clock, cur.host.rows);
-    dev_->wait_uploads(); // cur's data is on the device
+    host_timed(timing_now_, timing_.pull, [&] {
+      if (prefetched_)
+        take_prefetched();
+      else
+        wait_params_s_ += client_->pull(*model_, clock, cur.host.rows);
+    });
+    // cur's data is on the device
+    host_timed(timing_now_, timing_.input_wait, [&] { dev_->wait_uploads(); });
     if (next != nullptr)
       upload(*next); // overlaps the step below on CUDA
     // prefetch (unbounded staleness only): the next step's parameters are
@@ -270,12 +358,21 @@ private:
     }
     auto seed = mix64(mix64(info_.seed ^ 0x7472616eULL) ^ info_.replica)
                 ^ mix64(clock);
-    auto r = model_->train_step(cur.x.get(), cur.labels.get(), cur.host.n,
-                                seed);
+    auto r = host_timed(timing_now_, timing_.compute, [&] {
+      dev_->compute_begin();
+      auto out = model_->train_step(cur.x.get(), cur.labels.get(), cur.host.n,
+                                    seed);
+      dev_->compute_end();
+      return out;
+    });
     ++steps_;
     if (info_.replica == 0 && cfg_.histogram_every > 0
-        && steps_ % static_cast<uint64_t>(cfg_.histogram_every) == 0)
+        && steps_ % static_cast<uint64_t>(cfg_.histogram_every) == 0) {
+      // Its downloads are not the step's (their host time lands in gaps).
+      dev_->set_timing(false);
       summarize_variables(cur.host.n, cur.host.rows.size());
+      dev_->set_timing(timing_now_);
+    }
     if (cfg_.fail_at_step > 0 && cfg_.fail_replica == info_.replica
         && static_cast<int64_t>(steps_) == cfg_.fail_at_step)
       throw std::runtime_error("fault injection: trainer fails at step "
@@ -285,18 +382,17 @@ private:
     // staleness bound: a pull the bound holds back is asked again every
     // ps_client::impl::patience, and with it would go the whole push (and
     // the retry's duplicate acknowledgement would hide the staleness).
-    ps_client::push_result pushed;
-    if (next != nullptr && !prefetched_ && !spec_.staleness) {
-      pushed = client_->push_then_pull(*model_, steps_,
+    auto pushed = host_timed(timing_now_, timing_.push, [&] {
+      if (next != nullptr && !prefetched_ && !spec_.staleness) {
+        prefetched_ = true;
+        return client_->push_then_pull(*model_, steps_,
                                        static_cast<uint64_t>(cur.host.n),
                                        cur.host.rows, cfg_.topk_fraction,
                                        steps_, next->host.rows);
-      prefetched_ = true;
-    } else {
-      pushed = client_->push(*model_, steps_,
-                             static_cast<uint64_t>(cur.host.n), cur.host.rows,
-                             cfg_.topk_fraction);
-    }
+      }
+      return client_->push(*model_, steps_, static_cast<uint64_t>(cur.host.n),
+                           cur.host.rows, cfg_.topk_fraction);
+    });
     cur.full = false;
     account(pushed);
     if (!pushed.nonfinite.empty()) {
@@ -372,6 +468,35 @@ private:
     respawned_at_ = 0;
   }
 
+  // The breakdown as milliseconds per timed step (docs/training.md).
+  void timing_metrics(std::vector<metric>& out) const {
+    auto& t = timing_;
+    if (t.steps == 0)
+      return;
+    auto ms = [&](double s) {
+      return 1000.0 * s / static_cast<double>(t.steps);
+    };
+    auto& d = t.device;
+    double gap = t.step - t.prepare - t.pull - t.input_wait - d.compute
+                 - t.push;
+    out.push_back({"timed_steps", static_cast<double>(t.steps)});
+    out.push_back({"step_ms", ms(t.step)});
+    out.push_back({"prepare_ms", ms(t.prepare)});
+    out.push_back({"pull_ms", ms(t.pull)});
+    out.push_back({"param_h2d_ms", ms(d.param_upload)});
+    out.push_back({"input_wait_ms", ms(t.input_wait)});
+    out.push_back({"input_h2d_ms", ms(d.input_upload)});
+    out.push_back({"compute_ms", ms(d.compute)});
+    out.push_back({"compute_host_ms", ms(t.compute)});
+    out.push_back({"push_ms", ms(t.push)});
+    out.push_back({"grad_d2h_ms", ms(d.download)});
+    out.push_back({"gap_ms", ms(std::max(0.0, gap))});
+    out.push_back({"device_busy",
+                   t.step > 0 ? (d.param_upload + d.compute + d.download)
+                                  / t.step
+                              : 0.0});
+  }
+
   // Staleness comes with the acknowledgements of the push before.
   void account(const ps_client::push_result& r) {
     if (!r.acknowledged)
@@ -399,6 +524,7 @@ private:
   stage_info info_;
   trainer_config cfg_;
   training_spec spec_;
+  std::unique_ptr<gpu::blas_share> blas_; // on the CPU device
   std::unique_ptr<gpu::device> dev_;
   std::unique_ptr<gpu::model> model_;
   std::unique_ptr<ps_client> client_;
@@ -415,6 +541,8 @@ private:
   uint64_t acks_ = 0; // acknowledged pushes
   uint64_t staleness_max_ = 0;
   double wait_data_s_ = 0, wait_params_s_ = 0;
+  bool timing_now_ = false; // this step is timed
+  step_timing timing_;
   clock_type::time_point first_{}, last_end_{};
   std::vector<histogram_summary> histograms_; // not yet reported
   std::vector<float> host_values_;
@@ -425,9 +553,27 @@ std::string check(const topology::Stage& s) {
       && s.config_case() != topology::Stage::CONFIG_NOT_SET)
     return "expects a trainer { ... } block";
   auto c = config_of(s);
-  if (!valid_device_spec(c.device))
-    return "device must be \"cpu\", \"cuda\" or \"cuda:N\", got \"" + c.device
-           + "\"";
+  if (!s.trainer().device().empty() && !c.devices.empty())
+    return "set device or devices, not both (devices: one per replica, in "
+           "turn)";
+  std::vector<std::string> all = c.devices;
+  if (all.empty())
+    all.push_back(c.device);
+  gpu::precision prec{};
+  if (!gpu::parse_precision(c.precision, prec))
+    return "precision must be \"fp32\", \"tf32\" or \"bf16\", got \""
+           + c.precision + "\"";
+  for (auto& d : all) {
+    if (!valid_device_spec(d))
+      return std::string(c.devices.empty() ? "device" : "devices")
+             + " must be \"cpu\", \"cuda\" or \"cuda:N\", got \"" + d + "\"";
+    if (prec != gpu::precision::fp32 && d == "cpu")
+      return "precision \"" + c.precision
+             + "\" needs a CUDA device (device: \"cuda\"): the cpu device "
+               "computes in fp32 only";
+  }
+  if (c.timing_every < 0)
+    return "timing_every_steps must be >= 0 (0: no step timing)";
   if (!(c.topk_fraction >= 0 && c.topk_fraction < 1))
     return "topk_fraction must be in [0, 1) (0: push every gradient)";
   if (c.log_every < 0)

@@ -1,23 +1,24 @@
-// The CPU device: OpenBLAS (single-threaded; trainers are the unit of
-// parallelism) for GEMM and AXPY, convolution as im2col + GEMM, plain loops
+// The CPU device: OpenBLAS (one thread unless CPU trainers share the cores
+// out, gpu/cpu_threads.hpp) for GEMM and AXPY, convolution as im2col + GEMM, plain loops
 // for the rest. Every call runs to completion before it returns, so the
 // asynchronous parts of the interface are plain copies and no-ops.
 #include <cblas.h>
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
+#include "gpu/cpu_loops.hpp"
+#include "gpu/cpu_threads.hpp"
 #include "gpu/device.hpp"
 #include "runtime/random.hpp"
-
-extern "C" void openblas_set_num_threads(int);
 
 namespace af::gpu {
 
@@ -41,91 +42,6 @@ void* aligned_allocate(size_t bytes, const char* call) {
   return p;
 }
 
-/// The outputs o in [lo, hi) whose input o * stride + offset lies in
-/// [0, size).
-struct out_range {
-  int lo, hi;
-};
-
-out_range valid_outputs(int offset, int stride, int size, int outputs) {
-  // o * stride + offset >= 0  <=>  o >= ceil(-offset / stride)
-  int lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-  // o * stride + offset <= size - 1  <=>  o <= floor((size-1-offset)/stride)
-  int last = size - 1 - offset;
-  int hi = last < 0 ? 0 : last / stride + 1;
-  lo = std::min(lo, outputs);
-  hi = std::clamp(hi, lo, outputs);
-  return {lo, hi};
-}
-
-/// col [c*r*s, oh*ow] from one image x [c, h, w]: row (ci, kr, ks) holds
-/// the input each output position sees through that filter tap (0 in the
-/// padding). Rows of col are `ld` floats apart (ld >= oh*ow), so the
-/// images of a chunk sit side by side: image b's block starts at column
-/// b*oh*ow.
-void im2col(const conv2d_shape& s, const float* __restrict__ x,
-            float* __restrict__ col, size_t ld) {
-  int oh = s.out_h(), ow = s.out_w();
-  for (int ci = 0; ci < s.c; ++ci)
-    for (int kr = 0; kr < s.r; ++kr)
-      for (int ks = 0; ks < s.s; ++ks) {
-        float* dst =
-          col + ((static_cast<size_t>(ci) * s.r + kr) * s.s + ks) * ld;
-        auto xs = valid_outputs(ks - s.pad, s.stride, s.w, ow);
-        for (int oy = 0; oy < oh; ++oy) {
-          float* __restrict__ row = dst + static_cast<size_t>(oy) * ow;
-          int iy = oy * s.stride - s.pad + kr;
-          if (iy < 0 || iy >= s.h) {
-            for (int ox = 0; ox < ow; ++ox)
-              row[ox] = 0.0f;
-            continue;
-          }
-          // src[ox * stride + ks - pad] for ox in [xs.lo, xs.hi)
-          const float* __restrict__ src =
-            x + (static_cast<size_t>(ci) * s.h + iy) * s.w;
-          int shift = ks - s.pad;
-          for (int ox = 0; ox < xs.lo; ++ox)
-            row[ox] = 0.0f;
-          if (s.stride == 1)
-            for (int ox = xs.lo; ox < xs.hi; ++ox)
-              row[ox] = src[ox + shift];
-          else
-            for (int ox = xs.lo; ox < xs.hi; ++ox)
-              row[ox] = src[ox * s.stride + shift];
-          for (int ox = xs.hi; ox < ow; ++ox)
-            row[ox] = 0.0f;
-        }
-      }
-}
-
-/// The adjoint of im2col: dx [c, h, w] += each tap's column (rows of col
-/// `ld` floats apart, as in im2col).
-void col2im(const conv2d_shape& s, const float* __restrict__ col, size_t ld,
-            float* __restrict__ dx) {
-  int oh = s.out_h(), ow = s.out_w();
-  for (int ci = 0; ci < s.c; ++ci)
-    for (int kr = 0; kr < s.r; ++kr)
-      for (int ks = 0; ks < s.s; ++ks) {
-        const float* src =
-          col + ((static_cast<size_t>(ci) * s.r + kr) * s.s + ks) * ld;
-        auto xs = valid_outputs(ks - s.pad, s.stride, s.w, ow);
-        int shift = ks - s.pad;
-        for (int oy = 0; oy < oh; ++oy) {
-          int iy = oy * s.stride - s.pad + kr;
-          if (iy < 0 || iy >= s.h)
-            continue;
-          const float* __restrict__ row = src + static_cast<size_t>(oy) * ow;
-          float* __restrict__ dst =
-            dx + (static_cast<size_t>(ci) * s.h + iy) * s.w;
-          if (s.stride == 1)
-            for (int ox = xs.lo; ox < xs.hi; ++ox)
-              dst[ox + shift] += row[ox];
-          else
-            for (int ox = xs.lo; ox < xs.hi; ++ox)
-              dst[ox * s.stride + shift] += row[ox];
-        }
-      }
-}
 
 /// Chunks of samples for the convolution GEMMs (see conv2d_forward). A
 /// GEMM with a few dozen columns runs well below OpenBLAS's peak, one
@@ -167,84 +83,22 @@ void relu_mask(const float* __restrict__ y, const float* __restrict__ dy,
   }
 }
 
-/// Max pooling with a 2x2 window and stride 2 (the common case), without
-/// branches; ties go to the first maximum in the order (0,0), (0,1),
-/// (1,0), (1,1), as argmax() below. dx: windows write all 4 of their
-/// inputs; inputs no window covers (an odd last row or column) get 0.
-void maxpool2x2_forward(const pool_shape& s, const float* __restrict__ x,
-                        float* __restrict__ y) {
-  int oh = s.out_h(), ow = s.out_w();
-  size_t planes = static_cast<size_t>(s.n) * s.c;
-  for (size_t p = 0; p < planes; ++p) {
-    const float* xp = x + p * s.h * s.w;
-    float* yp = y + p * oh * ow;
-    for (int oy = 0; oy < oh; ++oy) {
-      const float* __restrict__ r0 = xp + static_cast<size_t>(2 * oy) * s.w;
-      const float* __restrict__ r1 = r0 + s.w;
-      float* __restrict__ out = yp + static_cast<size_t>(oy) * ow;
-      for (int ox = 0; ox < ow; ++ox) {
-        float m = r0[2 * ox];
-        float v = r0[2 * ox + 1];
-        m = v > m ? v : m;
-        v = r1[2 * ox];
-        m = v > m ? v : m;
-        v = r1[2 * ox + 1];
-        m = v > m ? v : m;
-        out[ox] = m;
-      }
-    }
-  }
-}
-
-void maxpool2x2_backward(const pool_shape& s, const float* __restrict__ x,
-                         const float* __restrict__ dy, float* __restrict__ dx) {
-  int oh = s.out_h(), ow = s.out_w();
-  size_t planes = static_cast<size_t>(s.n) * s.c;
-  for (size_t p = 0; p < planes; ++p) {
-    const float* xp = x + p * s.h * s.w;
-    float* dxp = dx + p * s.h * s.w;
-    const float* dyp = dy + p * oh * ow;
-    for (int oy = 0; oy < oh; ++oy) {
-      size_t at = static_cast<size_t>(2 * oy) * s.w;
-      const float* __restrict__ r0 = xp + at;
-      const float* __restrict__ r1 = r0 + s.w;
-      float* __restrict__ d0 = dxp + at;
-      float* __restrict__ d1 = d0 + s.w;
-      const float* __restrict__ g = dyp + static_cast<size_t>(oy) * ow;
-      for (int ox = 0; ox < ow; ++ox) {
-        float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox],
-              d = r1[2 * ox + 1];
-        bool tb = b > a;
-        float m = tb ? b : a;
-        bool tc = c > m;
-        m = tc ? c : m;
-        bool td = d > m;
-        // The winner's input gets dy, the others +0: bit masks, as
-        // conditional stores would compile to unpredictable branches.
-        uint32_t gv = std::bit_cast<uint32_t>(g[ox]);
-        uint32_t mb = 0u - tb, mc = 0u - tc, md = 0u - td;
-        d0[2 * ox] = std::bit_cast<float>(gv & ~(mb | mc | md));
-        d0[2 * ox + 1] = std::bit_cast<float>(gv & mb & ~(mc | md));
-        d1[2 * ox] = std::bit_cast<float>(gv & mc & ~md);
-        d1[2 * ox + 1] = std::bit_cast<float>(gv & md);
-      }
-      for (int ix = 2 * ow; ix < s.w; ++ix)
-        d0[ix] = d1[ix] = 0.0f;
-    }
-    std::fill(dxp + static_cast<size_t>(2 * oh) * s.w,
-              dxp + static_cast<size_t>(s.h) * s.w, 0.0f);
-  }
-}
 
 class cpu_device final : public device {
 public:
   cpu_device() {
-    static std::once_flag once;
-    std::call_once(once, [] { openblas_set_num_threads(1); });
+    blas_default_once(); // a CPU trainer sizes it (gpu/cpu_threads.hpp)
   }
 
   std::string name() const override { return "cpu"; }
   bool is_cuda() const noexcept override { return false; }
+
+  void set_precision(precision p) override {
+    if (p != precision::fp32)
+      throw std::invalid_argument(
+        std::string("the cpu device computes in fp32 only; precision \"")
+        + precision_name(p) + "\" needs a CUDA device");
+  }
 
   // --- memory ---------------------------------------------------------
 
@@ -258,14 +112,14 @@ public:
   void deallocate_host(void* p) noexcept override { std::free(p); }
 
   void upload(void* dst, const void* src, size_t bytes) override {
-    copy(dst, src, bytes);
+    timed(&device_times::param_upload, [&] { copy(dst, src, bytes); });
   }
   void upload_async(void* dst, const void* src, size_t bytes) override {
-    copy(dst, src, bytes);
+    timed(&device_times::input_upload, [&] { copy(dst, src, bytes); });
   }
   void wait_uploads() override {}
   void download(void* dst, const void* src, size_t bytes) override {
-    copy(dst, src, bytes);
+    timed(&device_times::download, [&] { copy(dst, src, bytes); });
   }
   void copy(void* dst, const void* src, size_t bytes) override {
     if (bytes > 0 && dst != src)
@@ -275,6 +129,26 @@ public:
     std::fill_n(x, n, value);
   }
   void sync() override {}
+
+  // --- timing ---------------------------------------------------------
+
+  void set_timing(bool on) override {
+    timing_ = on;
+    in_compute_ = false;
+  }
+  void compute_begin() override {
+    if (!timing_)
+      return;
+    in_compute_ = true;
+    compute_from_ = clock::now();
+  }
+  void compute_end() override {
+    if (!timing_ || !in_compute_)
+      return;
+    times_.compute += seconds_since(compute_from_);
+    in_compute_ = false;
+  }
+  device_times take_times() override { return std::exchange(times_, {}); }
 
   // --- dense algebra --------------------------------------------------
 
@@ -366,7 +240,7 @@ public:
       int nb = std::min(chunk, s.n - n0);
       size_t ld = static_cast<size_t>(nb) * pos;
       for (int i = 0; !pointwise && i < nb; ++i)
-        im2col(s, x + (n0 + i) * in, col + i * pos, ld);
+        cpu::im2col(s, x + (n0 + i) * in, col + i * pos, ld);
       // [k, nb*positions] = w [k, taps] col [taps, nb*positions]
       float* yc = nb == 1 ? y + n0 * out : res;
       gemm(false, false, s.k, static_cast<int>(ld), taps, 1.0f, w,
@@ -409,7 +283,7 @@ public:
       int nb = std::min(chunk, s.n - n0);
       size_t ld = static_cast<size_t>(nb) * pos;
       for (int i = 0; !pointwise && i < nb; ++i)
-        im2col(s, x + (n0 + i) * in, col + i * pos, ld);
+        cpu::im2col(s, x + (n0 + i) * in, col + i * pos, ld);
       // dyc [k, nb*positions]: the chunk's dy, filter-major.
       const float* dyc = nb == 1 ? dy + n0 * out : dyt;
       for (int i = 0; nb > 1 && i < nb; ++i)
@@ -433,14 +307,14 @@ public:
       for (int i = 0; !pointwise && i < nb; ++i) {
         float* dxi = dx + (n0 + i) * in;
         std::fill_n(dxi, in, 0.0f);
-        col2im(s, col + i * pos, ld, dxi);
+        cpu::col2im(s, col + i * pos, ld, dxi);
       }
     }
   }
 
   void maxpool_forward(const pool_shape& s, const float* x, float* y) override {
     if (s.window == 2 && s.stride == 2) {
-      maxpool2x2_forward(s, x, y);
+      cpu::maxpool2x2_forward(s, x, y);
       return;
     }
     int oh = s.out_h(), ow = s.out_w();
@@ -459,7 +333,7 @@ public:
     // The argmax is found again from x rather than matched against y, so
     // ties go to the first maximum exactly as in forward.
     if (s.window == 2 && s.stride == 2) {
-      maxpool2x2_backward(s, x, dy, dx);
+      cpu::maxpool2x2_backward(s, x, dy, dx);
       return;
     }
     int oh = s.out_h(), ow = s.out_w();
@@ -537,6 +411,29 @@ public:
   }
 
 private:
+  using clock = std::chrono::steady_clock;
+
+  static double seconds_since(clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+  }
+
+  // Runs f, adding its time to `kind` while timing and outside a compute
+  // span (there it is compute).
+  template <class F>
+  void timed(double device_times::*kind, F&& f) {
+    if (!timing_ || in_compute_) {
+      f();
+      return;
+    }
+    auto from = clock::now();
+    f();
+    times_.*kind += seconds_since(from);
+  }
+
+  bool timing_ = false, in_compute_ = false;
+  clock::time_point compute_from_{};
+  device_times times_;
+
   static size_t image_size(const conv2d_shape& s) noexcept {
     return static_cast<size_t>(s.c) * s.h * s.w;
   }

@@ -57,6 +57,29 @@ void darray::reserve(device& dev, size_t bytes) {
   bytes_ = bytes;
 }
 
+// --- precision -------------------------------------------------------
+
+bool parse_precision(std::string_view name, precision& out) noexcept {
+  for (auto p : {precision::fp32, precision::tf32, precision::bf16})
+    if (name == precision_name(p)) {
+      out = p;
+      return true;
+    }
+  return false;
+}
+
+const char* precision_name(precision p) noexcept {
+  switch (p) {
+    case precision::tf32:
+      return "tf32";
+    case precision::bf16:
+      return "bf16";
+    case precision::fp32:
+      break;
+  }
+  return "fp32";
+}
+
 // --- choosing a device -----------------------------------------------
 
 #ifndef AF_HAVE_CUDA

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace af::gpu {
 
@@ -31,12 +32,34 @@ struct conv2d_shape {
   int out_w() const noexcept { return (w + 2 * pad - s) / stride + 1; }
 };
 
+/// How a device multiplies float32 data (the trainer's `precision`).
+/// Parameters, activations and gradients are float32 in every mode.
+enum class precision {
+  fp32, ///< IEEE float32 arithmetic (every device).
+  tf32, ///< GEMMs and convolutions on tensor cores with inputs rounded to
+        ///< TF32 (10-bit mantissa), accumulated in float32 (CUDA).
+  bf16, ///< GEMMs with inputs rounded to bfloat16 (8-bit mantissa),
+        ///< accumulated in float32; convolutions as tf32 (CUDA).
+};
+
+/// "fp32", "tf32" or "bf16" -> the mode; false for anything else.
+bool parse_precision(std::string_view name, precision& out) noexcept;
+const char* precision_name(precision p) noexcept;
+
 /// Max pooling without padding: x [n, c, h, w] -> y [n, c, out_h(), out_w()].
 struct pool_shape {
   int n = 0, c = 0, h = 0, w = 0;
   int window = 2, stride = 2;
   int out_h() const noexcept { return (h - window) / stride + 1; }
   int out_w() const noexcept { return (w - window) / stride + 1; }
+};
+
+/// Device time by kind of work, in seconds (device::take_times).
+struct device_times {
+  double input_upload = 0; ///< upload_async (overlaps compute on CUDA)
+  double param_upload = 0; ///< upload
+  double download = 0;     ///< download
+  double compute = 0;      ///< spans between compute_begin and compute_end
 };
 
 class device {
@@ -46,6 +69,11 @@ public:
   /// "cpu" or "cuda:N (name of the GPU)".
   virtual std::string name() const = 0;
   virtual bool is_cuda() const noexcept = 0;
+
+  /// Sets how later GEMMs and convolutions compute (fp32 until called).
+  /// Throws std::invalid_argument for a mode this device lacks: the CPU
+  /// device has fp32 only.
+  virtual void set_precision(precision p) = 0;
 
   // --- memory ----------------------------------------------------------
   /// Device memory; never nullptr (throws). Uninitialised.
@@ -69,6 +97,20 @@ public:
   virtual void fill(float* x, size_t n, float value) = 0;
   /// Waits until every queued call finished.
   virtual void sync() = 0;
+
+  // --- timing (the trainer's step breakdown) --------------------------
+  /// While on, the device times its uploads, downloads and the spans
+  /// between compute_begin() and compute_end(); an upload or download
+  /// inside such a span counts as compute. CUDA: events on the stream the
+  /// work runs on, so it is the GPU's time, not the host's. CPU: the host
+  /// clock (every call completes before it returns). Off by default: an
+  /// event pair costs a few microseconds.
+  virtual void set_timing(bool on) = 0;
+  virtual void compute_begin() = 0;
+  virtual void compute_end() = 0;
+  /// The times of the timed work that finished since the last call (CUDA:
+  /// work still running is counted by a later call).
+  virtual device_times take_times() = 0;
 
   // --- dense algebra ---------------------------------------------------
   /// C[m,n] = alpha * op(A) op(B) + beta * C, op(A) [m,k], op(B) [k,n];

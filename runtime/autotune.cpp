@@ -4,9 +4,9 @@
 #include <cmath>
 #include <map>
 #include <stdexcept>
-#include <thread>
 #include <unistd.h>
 
+#include "gpu/cpu_threads.hpp"
 #include "runtime/job.hpp"
 
 namespace af {
@@ -15,7 +15,7 @@ autotune_budget autotune_budget_of(const topology::Runtime& rt) {
   autotune_budget b;
   b.cpus = rt.has_cpu_budget() && rt.cpu_budget() > 0
              ? static_cast<size_t>(rt.cpu_budget())
-             : std::max(1u, std::thread::hardware_concurrency());
+             : static_cast<size_t>(gpu::usable_cores());
   if (rt.has_ram_budget_bytes() && rt.ram_budget_bytes() > 0) {
     b.ram_bytes = static_cast<uint64_t>(rt.ram_budget_bytes());
   } else {

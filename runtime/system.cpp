@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
 #include <caf/atom.hpp>
@@ -21,6 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "gpu/cpu_threads.hpp"
 #include "runtime/batch.hpp"
 #include "runtime/data_plane.hpp"
 #include "runtime/job.hpp"
@@ -239,7 +239,7 @@ void enable_network(caf::actor_system_config& cfg, const tls_options& tls) {
 void apply(const engine_options& opts, caf::actor_system_config& cfg) {
   size_t threads = opts.threads;
   if (threads == 0)
-    threads = std::max(1u, std::thread::hardware_concurrency());
+    threads = static_cast<size_t>(gpu::usable_cores());
   cfg.set("scheduler.max-threads", threads);
   if (opts.scheduler == "stealing")
     cfg.set("scheduler.policy", caf::atom("stealing"));

@@ -146,7 +146,7 @@ void add_node(CLI::App& app, const registry& reg,
     ->capture_default_str();
   node
     ->add_option("--threads", args->threads,
-                 "Scheduler worker threads (default: the number of cores)")
+                 "Scheduler worker threads (default: the usable cores)")
     ->check(CLI::NonNegativeNumber);
   node
     ->add_option("--data-port", args->data_port,

@@ -413,7 +413,7 @@ void add_run(CLI::App& app, const registry& reg,
   run
     ->add_option("--threads", args->threads,
                  "Scheduler worker threads (default: the topology's "
-                 "runtime.threads, else the number of cores)")
+                 "runtime.threads, else the usable cores)")
     ->check(CLI::NonNegativeNumber);
   run
     ->add_option("--scheduler", args->scheduler,

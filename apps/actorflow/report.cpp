@@ -38,6 +38,47 @@ std::vector<stage_row> stage_rows(const job_progress& p) {
   return rows;
 }
 
+std::vector<step_time_row> step_time_rows(const job_progress& p) {
+  // The metric of each field, summed weighted by the replica's timed
+  // steps, then divided by all of the stage's.
+  const std::pair<const char*, double step_time_row::*> fields[] = {
+    {"step_ms", &step_time_row::step},
+    {"prepare_ms", &step_time_row::prepare},
+    {"pull_ms", &step_time_row::pull},
+    {"param_h2d_ms", &step_time_row::param_h2d},
+    {"input_wait_ms", &step_time_row::input_wait},
+    {"input_h2d_ms", &step_time_row::input_h2d},
+    {"compute_ms", &step_time_row::compute},
+    {"compute_host_ms", &step_time_row::compute_host},
+    {"push_ms", &step_time_row::push},
+    {"grad_d2h_ms", &step_time_row::grad_d2h},
+    {"gap_ms", &step_time_row::gap},
+    {"device_busy", &step_time_row::device_busy}};
+  std::vector<step_time_row> rows;
+  std::map<std::string, size_t> at;
+  for (auto& s : p.stages) {
+    double timed = 0;
+    for (auto& m : s.metrics)
+      if (m.name == "timed_steps")
+        timed = m.value;
+    if (timed <= 0)
+      continue;
+    auto [it, fresh] = at.try_emplace(s.stage_name, rows.size());
+    if (fresh)
+      rows.push_back(step_time_row{s.stage_name});
+    auto& row = rows[it->second];
+    row.timed_steps += timed;
+    for (auto& m : s.metrics)
+      for (auto& [name, field] : fields)
+        if (m.name == name)
+          row.*field += m.value * timed;
+  }
+  for (auto& row : rows)
+    for (auto& f : fields)
+      row.*f.second /= row.timed_steps;
+  return rows;
+}
+
 bottleneck find_bottleneck(const std::vector<stage_row>& rows) {
   const stage_row* top = nullptr;
   for (auto& x : rows)
@@ -125,6 +166,16 @@ void print_summary(std::FILE* out, const std::string& job_name,
       std::fprintf(out, ", %.0f steps skipped (NaN/Inf)", t.skipped);
     std::fprintf(out, "\n");
   }
+  for (auto& x : step_time_rows(p))
+    std::fprintf(out,
+                 "  step time of %s (%.0f steps timed), ms: %.3f = prepare "
+                 "%.3f + pull %.3f (parameters H2D %.3f) + wait for input "
+                 "%.3f + compute %.3f (host %.3f) + push %.3f (gradients D2H "
+                 "%.3f) + gaps %.3f; input H2D %.3f, outside the sum; "
+                 "device busy %.0f%%\n",
+                 x.stage.c_str(), x.timed_steps, x.step, x.prepare, x.pull,
+                 x.param_h2d, x.input_wait, x.compute, x.compute_host, x.push,
+                 x.grad_d2h, x.gap, x.input_h2d, 100.0 * x.device_busy);
   if (t.evaluated) {
     std::fprintf(out, "  test (step %.0f): loss %.4f", t.eval_step,
                  t.test_loss);
@@ -183,6 +234,22 @@ void write_report_json(std::FILE* out, const std::string& job_name,
        {"busy", rounded(x.share(x.busy_s), 4)},
        {"wait_input", rounded(x.share(x.wait_in_s), 4)},
        {"wait_credit", rounded(x.share(x.wait_credit_s), 4)}});
+  auto step_time = json::array();
+  for (auto& x : step_time_rows(p))
+    step_time.push_back({{"stage", x.stage},
+                         {"timed_steps", x.timed_steps},
+                         {"step_ms", rounded(x.step, 4)},
+                         {"prepare_ms", rounded(x.prepare, 4)},
+                         {"pull_ms", rounded(x.pull, 4)},
+                         {"param_h2d_ms", rounded(x.param_h2d, 4)},
+                         {"input_wait_ms", rounded(x.input_wait, 4)},
+                         {"input_h2d_ms", rounded(x.input_h2d, 4)},
+                         {"compute_ms", rounded(x.compute, 4)},
+                         {"compute_host_ms", rounded(x.compute_host, 4)},
+                         {"push_ms", rounded(x.push, 4)},
+                         {"grad_d2h_ms", rounded(x.grad_d2h, 4)},
+                         {"gap_ms", rounded(x.gap, 4)},
+                         {"device_busy", rounded(x.device_busy, 4)}});
   json report = {{"job", job_name},
                  {"ok", r.ok},
                  {"stopped", r.stopped},
@@ -198,6 +265,7 @@ void write_report_json(std::FILE* out, const std::string& job_name,
                   rounded(r.restarts.empty() ? p.elapsed_s : r.run_elapsed_s,
                           3)},
                  {"stages", std::move(stages)},
+                 {"step_time", std::move(step_time)},
                  {"bottleneck", {{"stage", b.stage}, {"hint", b.hint}}}};
   std::fprintf(out, "%s\n",
                report.dump(1, ' ', false, json::error_handler_t::replace)

@@ -33,6 +33,20 @@ struct bottleneck {
 };
 bottleneck find_bottleneck(const std::vector<stage_row>& rows);
 
+/// A trainer stage's step-time breakdown (trainer { timing_every_steps },
+/// docs/training.md): each field the mean over its replicas' timed steps,
+/// in milliseconds per step (device_busy a share, 0..1).
+struct step_time_row {
+  std::string stage;
+  double timed_steps = 0;
+  double step = 0, prepare = 0, pull = 0, param_h2d = 0, input_wait = 0,
+         input_h2d = 0, compute = 0, compute_host = 0, push = 0,
+         grad_d2h = 0, gap = 0, device_busy = 0;
+};
+
+/// One row per stage whose replicas reported timed steps.
+std::vector<step_time_row> step_time_rows(const job_progress& p);
+
 /// Totals, throughput, one row per stage (replicas summed) and the
 /// bottleneck line.
 void print_summary(std::FILE* out, const std::string& job_name,

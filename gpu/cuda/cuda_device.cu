@@ -8,9 +8,12 @@
 // current on the calling thread (actors migrate between threads).
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gpu/cuda/check.cuh"
 #include "gpu/cuda/kernels.cuh"
@@ -47,14 +50,14 @@ struct filter_desc {
 
 struct conv_desc {
   cudnnConvolutionDescriptor_t d = nullptr;
-  conv_desc(int pad, int stride) {
+  conv_desc(int pad, int stride, cudnnMathType_t math) {
     AF_CUDA_CHECK(cudnnCreateConvolutionDescriptor(&d));
     AF_CUDA_CHECK(cudnnSetConvolution2dDescriptor(d, pad, pad, stride, stride,
                                                   1, 1, CUDNN_CROSS_CORRELATION,
                                                   CUDNN_DATA_FLOAT));
-    // No TF32 tensor cores (cuDNN's default on sm_80+): float32 results
-    // must agree with the CPU device's.
-    AF_CUDA_CHECK(cudnnSetConvolutionMathType(d, CUDNN_FMA_MATH));
+    // CUDNN_FMA_MATH for fp32: no TF32 tensor cores (cuDNN's default on
+    // sm_80+), so that float32 results agree with the CPU device's.
+    AF_CUDA_CHECK(cudnnSetConvolutionMathType(d, math));
   }
   ~conv_desc() { cudnnDestroyConvolutionDescriptor(d); }
   conv_desc(const conv_desc&) = delete;
@@ -80,18 +83,28 @@ struct pool_desc {
 constexpr size_t max_workspace = size_t{256} << 20;
 
 // The first of cuDNN's heuristic ranking that runs, is deterministic (so a
-// run can be repeated exactly), fits the workspace cap and uses plain
-// float32 arithmetic; nullptr when none does.
+// run can be repeated exactly), fits the workspace cap and computes as
+// asked: plain float32, or (tensor_ops) TF32 tensor cores too. Never
+// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, which rounds to FP16. nullptr
+// when none does.
 template <class Perf>
-const Perf* pick(const Perf* perf, int count) {
+const Perf* pick(const Perf* perf, int count, bool tensor_ops) {
   for (int i = 0; i < count; ++i) {
     const Perf& p = perf[i];
     if (p.status == CUDNN_STATUS_SUCCESS && p.determinism == CUDNN_DETERMINISTIC
-        && p.memory <= max_workspace && p.mathType != CUDNN_TENSOR_OP_MATH
-        && p.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+        && p.memory <= max_workspace
+        && p.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+        && (tensor_ops || p.mathType != CUDNN_TENSOR_OP_MATH))
       return &p;
   }
   return nullptr;
+}
+
+// The math type to run a picked algorithm with: the one cuDNN ranked it
+// with when tensor cores are allowed; otherwise CUDNN_FMA_MATH, whatever
+// the ranking said (CUDNN_DEFAULT_MATH would permit TF32 on sm_80+).
+inline cudnnMathType_t math_for(cudnnMathType_t ranked, bool tensor_ops) {
+  return tensor_ops ? ranked : CUDNN_FMA_MATH;
 }
 
 // Descriptors and algorithms for one convolution shape, found once.
@@ -104,10 +117,19 @@ struct conv_plan {
   cudnnConvolutionBwdFilterAlgo_t bwd_filter =
     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
   size_t fwd_bytes = 0, bwd_data_bytes = 0, bwd_filter_bytes = 0;
+  // Each algorithm runs with the math type cuDNN ranked it with (set on
+  // the shared descriptor before each call).
+  const cudnnMathType_t base_math;
+  cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math;
 
-  conv_plan(cudnnHandle_t h, const conv2d_shape& s)
+  // tensor_ops: TF32 tensor cores allowed (precision tf32 and bf16).
+  conv_plan(cudnnHandle_t h, const conv2d_shape& s, bool tensor_ops)
     : x(s.n, s.c, s.h, s.w), y(s.n, s.k, s.out_h(), s.out_w()),
-      bias(1, s.k, 1, 1), w(s.k, s.c, s.r, s.s), conv(s.pad, s.stride) {
+      bias(1, s.k, 1, 1), w(s.k, s.c, s.r, s.s),
+      conv(s.pad, s.stride, tensor_ops ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
+      base_math(tensor_ops ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
+      fwd_math(base_math), bwd_data_math(base_math),
+      bwd_filter_math(base_math) {
     int n = 0, k = 0, oh = 0, ow = 0;
     AF_CUDA_CHECK(cudnnGetConvolution2dForwardOutputDim(conv.d, x.d, w.d, &n,
                                                         &k, &oh, &ow));
@@ -121,8 +143,11 @@ struct conv_plan {
       cudnnConvolutionFwdAlgoPerf_t perf[max_algos];
       AF_CUDA_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
         h, x.d, w.d, conv.d, y.d, max_algos, &count, perf));
-      if (const auto* p = pick(perf, count))
+      if (const auto* p = pick(perf, count, tensor_ops)) {
         fwd = p->algo;
+        fwd_math = math_for(p->mathType, tensor_ops);
+      }
+      AF_CUDA_CHECK(cudnnSetConvolutionMathType(conv.d, fwd_math));
       AF_CUDA_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
         h, x.d, w.d, conv.d, y.d, fwd, &fwd_bytes));
     }
@@ -130,8 +155,11 @@ struct conv_plan {
       cudnnConvolutionBwdDataAlgoPerf_t perf[max_algos];
       AF_CUDA_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
         h, w.d, y.d, conv.d, x.d, max_algos, &count, perf));
-      if (const auto* p = pick(perf, count))
+      if (const auto* p = pick(perf, count, tensor_ops)) {
         bwd_data = p->algo;
+        bwd_data_math = math_for(p->mathType, tensor_ops);
+      }
+      AF_CUDA_CHECK(cudnnSetConvolutionMathType(conv.d, bwd_data_math));
       AF_CUDA_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
         h, w.d, y.d, conv.d, x.d, bwd_data, &bwd_data_bytes));
     }
@@ -139,8 +167,11 @@ struct conv_plan {
       cudnnConvolutionBwdFilterAlgoPerf_t perf[max_algos];
       AF_CUDA_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         h, x.d, y.d, conv.d, w.d, max_algos, &count, perf));
-      if (const auto* p = pick(perf, count))
+      if (const auto* p = pick(perf, count, tensor_ops)) {
         bwd_filter = p->algo;
+        bwd_filter_math = math_for(p->mathType, tensor_ops);
+      }
+      AF_CUDA_CHECK(cudnnSetConvolutionMathType(conv.d, bwd_filter_math));
       AF_CUDA_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
         h, x.d, y.d, conv.d, w.d, bwd_filter, &bwd_filter_bytes));
     }
@@ -192,6 +223,20 @@ public:
   std::string name() const override { return name_; }
   bool is_cuda() const noexcept override { return true; }
 
+  // fp32: cublasSgemm with CUBLAS_DEFAULT_MATH (no TF32 since CUDA 11)
+  // and FMA-only convolutions. tf32 and bf16: cublasGemmEx with float32
+  // operands and a FAST_TF32 / FAST_16BF compute type (inputs rounded on
+  // the tensor cores, float32 accumulation), and convolutions whose
+  // algorithms may use TF32 tensor cores. Convolutions have no bf16 mode
+  // here: that would need bf16 copies of every image, filter and
+  // gradient.
+  void set_precision(precision p) override {
+    bind();
+    AF_CUDA_CHECK(cudaStreamSynchronize(compute_));
+    precision_ = p;
+    conv_plans_.clear(); // their algorithms depend on it
+  }
+
   // --- memory ----------------------------------------------------------
 
   void* allocate(size_t bytes) override {
@@ -224,8 +269,10 @@ public:
     if (bytes == 0)
       return;
     bind();
+    auto span = begin_span(compute_);
     AF_CUDA_CHECK(
       cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, compute_));
+    end_span(span, compute_, &device_times::param_upload);
     // From page-locked memory the copy would still be reading `src` when
     // we return; the caller may reuse it at once.
     AF_CUDA_CHECK(cudaStreamSynchronize(compute_));
@@ -235,8 +282,10 @@ public:
     if (bytes == 0)
       return;
     bind();
+    auto span = begin_span(copy_);
     AF_CUDA_CHECK(
       cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy_));
+    end_span(span, copy_, &device_times::input_upload);
     AF_CUDA_CHECK(cudaEventRecord(uploaded_, copy_));
     uploads_pending_ = true;
   }
@@ -256,8 +305,10 @@ public:
     if (bytes == 0)
       return;
     bind();
+    auto span = begin_span(compute_);
     AF_CUDA_CHECK(
       cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, compute_));
+    end_span(span, compute_, &device_times::download);
     AF_CUDA_CHECK(cudaStreamSynchronize(compute_));
   }
 
@@ -280,6 +331,64 @@ public:
     AF_CUDA_CHECK(cudaStreamSynchronize(compute_));
   }
 
+  // --- timing ----------------------------------------------------------
+
+  void set_timing(bool on) override {
+    timing_ = on;
+    if (compute_from_ != nullptr) {
+      free_events_.push_back(compute_from_);
+      compute_from_ = nullptr;
+    }
+  }
+
+  void compute_begin() override {
+    if (!timing_ || compute_from_ != nullptr)
+      return;
+    bind();
+    compute_from_ = begin_span(compute_);
+  }
+
+  void compute_end() override {
+    if (compute_from_ == nullptr)
+      return;
+    bind();
+    auto from = std::exchange(compute_from_, nullptr);
+    end_span(from, compute_, &device_times::compute);
+  }
+
+  device_times take_times() override {
+    device_times out;
+    if (spans_.empty())
+      return out;
+    bind();
+    // Spans still running stay for a later call; on an error the rest stay
+    // too (their events are destroyed with the device).
+    std::vector<span> pending;
+    for (size_t i = 0; i < spans_.size(); ++i) {
+      const span sp = spans_[i];
+      cudaError_t e = cudaEventQuery(sp.to);
+      if (e == cudaErrorNotReady) {
+        pending.push_back(sp);
+        continue;
+      }
+      float ms = 0;
+      if (e == cudaSuccess)
+        e = cudaEventElapsedTime(&ms, sp.from, sp.to);
+      if (e != cudaSuccess) {
+        pending.insert(pending.end(),
+                       spans_.begin() + static_cast<std::ptrdiff_t>(i),
+                       spans_.end());
+        spans_ = std::move(pending);
+        AF_CUDA_CHECK(e);
+      }
+      out.*sp.kind += ms / 1000.0;
+      free_events_.push_back(sp.from);
+      free_events_.push_back(sp.to);
+    }
+    spans_ = std::move(pending);
+    return out;
+  }
+
   // --- dense algebra ---------------------------------------------------
 
   void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a,
@@ -299,9 +408,20 @@ public:
     // cuBLAS is column-major: a row-major C [m,n] is a column-major C^T
     // [n,m] = op(B)^T op(A)^T, and a row-major operand read column-major
     // is its own transpose, so B and A swap places and keep their flags.
-    AF_CUDA_CHECK(cublasSgemm(blas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                              ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
-                              b, tb ? k : n, a, ta ? m : k, &beta, c, n));
+    const auto op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const auto op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (precision_ == precision::fp32) {
+      AF_CUDA_CHECK(cublasSgemm(blas_, op_b, op_a, n, m, k, &alpha, b,
+                                tb ? k : n, a, ta ? m : k, &beta, c, n));
+      return;
+    }
+    const auto compute = precision_ == precision::bf16
+                           ? CUBLAS_COMPUTE_32F_FAST_16BF
+                           : CUBLAS_COMPUTE_32F_FAST_TF32;
+    AF_CUDA_CHECK(cublasGemmEx(blas_, op_b, op_a, n, m, k, &alpha, b,
+                               CUDA_R_32F, tb ? k : n, a, CUDA_R_32F,
+                               ta ? m : k, &beta, c, CUDA_R_32F, n, compute,
+                               CUBLAS_GEMM_DEFAULT));
   }
 
   void axpy(size_t n, float alpha, const float* x, float* y) override {
@@ -344,6 +464,7 @@ public:
                       const float* b, float* y) override {
     bind();
     const conv_plan& p = plan(s);
+    AF_CUDA_CHECK(cudnnSetConvolutionMathType(p.conv.d, p.fwd_math));
     AF_CUDA_CHECK(cudnnConvolutionForward(
       dnn_, &one, p.x.d, x, p.w.d, w, p.conv.d, p.fwd, workspace(p.fwd_bytes),
       p.fwd_bytes, &zero, p.y.d, y));
@@ -356,14 +477,19 @@ public:
                        float* db) override {
     bind();
     const conv_plan& p = plan(s);
-    if (dx != nullptr)
+    // (cuDNN reads the descriptor when a call is queued.)
+    if (dx != nullptr) {
+      AF_CUDA_CHECK(cudnnSetConvolutionMathType(p.conv.d, p.bwd_data_math));
       AF_CUDA_CHECK(cudnnConvolutionBackwardData(
         dnn_, &one, p.w.d, w, p.y.d, dy, p.conv.d, p.bwd_data,
         workspace(p.bwd_data_bytes), p.bwd_data_bytes, &zero, p.x.d, dx));
-    if (dw != nullptr)
+    }
+    if (dw != nullptr) {
+      AF_CUDA_CHECK(cudnnSetConvolutionMathType(p.conv.d, p.bwd_filter_math));
       AF_CUDA_CHECK(cudnnConvolutionBackwardFilter(
         dnn_, &one, p.x.d, x, p.y.d, dy, p.conv.d, p.bwd_filter,
         workspace(p.bwd_filter_bytes), p.bwd_filter_bytes, &zero, p.w.d, dw));
+    }
     if (db != nullptr)
       AF_CUDA_CHECK(cudnnConvolutionBackwardBias(dnn_, &one, p.y.d, dy, &zero,
                                                  p.bias.d, db));
@@ -432,6 +558,43 @@ public:
 private:
   void bind() { AF_CUDA_CHECK(cudaSetDevice(ordinal_)); }
 
+  // A timed span: two events with timing on the stream the work ran on.
+  using time_field = double device_times::*;
+  struct span {
+    time_field kind;
+    cudaEvent_t from, to;
+  };
+
+  cudaEvent_t timing_event() {
+    if (!free_events_.empty()) {
+      auto e = free_events_.back();
+      free_events_.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    AF_CUDA_CHECK(cudaEventCreate(&e)); // with timing
+    all_events_.push_back(e);
+    return e;
+  }
+
+  // The start of a timed span on `stream`, or nullptr when not timing (or
+  // inside a compute span, which the work then counts in).
+  cudaEvent_t begin_span(cudaStream_t stream) {
+    if (!timing_ || compute_from_ != nullptr)
+      return nullptr;
+    auto from = timing_event();
+    AF_CUDA_CHECK(cudaEventRecord(from, stream));
+    return from;
+  }
+
+  void end_span(cudaEvent_t from, cudaStream_t stream, time_field kind) {
+    if (from == nullptr)
+      return;
+    auto to = timing_event();
+    AF_CUDA_CHECK(cudaEventRecord(to, stream));
+    spans_.push_back({kind, from, to});
+  }
+
   // The workspace is shared by every cuDNN call: they are all queued on
   // the compute stream, so they never run at the same time.
   void* workspace(size_t bytes) {
@@ -448,7 +611,7 @@ private:
                                  s.r, s.s, s.stride, s.pad};
     auto& p = conv_plans_[key];
     if (!p)
-      p = std::make_unique<conv_plan>(dnn_, s);
+      p = std::make_unique<conv_plan>(dnn_, s, precision_ != precision::fp32);
     return *p;
   }
 
@@ -471,6 +634,9 @@ private:
       cudnnDestroy(dnn_);
     if (blas_ != nullptr)
       cublasDestroy(blas_);
+    for (auto e : all_events_)
+      cudaEventDestroy(e);
+    all_events_.clear();
     if (uploaded_ != nullptr)
       cudaEventDestroy(uploaded_);
     if (copy_ != nullptr)
@@ -490,6 +656,13 @@ private:
   cudaStream_t copy_ = nullptr;
   cudaEvent_t uploaded_ = nullptr; // the last upload_async
   bool uploads_pending_ = false;
+  precision precision_ = precision::fp32;
+  // Timing (set_timing): spans not yet taken, events to reuse, and every
+  // event made (to destroy them).
+  bool timing_ = false;
+  cudaEvent_t compute_from_ = nullptr; // an open compute span
+  std::vector<span> spans_;
+  std::vector<cudaEvent_t> free_events_, all_events_;
   cublasHandle_t blas_ = nullptr;
   cudnnHandle_t dnn_ = nullptr;
   darray workspace_; // cuDNN's

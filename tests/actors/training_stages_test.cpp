@@ -150,6 +150,17 @@ double metric_of(const run_result& r, const std::string& label,
   return 0;
 }
 
+// The errors of the blob job with `trainer` options, which must not load.
+std::string validation_errors(const registry& reg,
+                              const std::string& trainer) {
+  auto res = load_topology_text(blob_job(mlp, trainer), "job.pbtxt", reg);
+  REQUIRE_FALSE(res.ok());
+  std::string all;
+  for (auto& e : res.errors)
+    all += e.to_string() + "\n";
+  return all;
+}
+
 } // namespace
 
 TEST_CASE_METHOD(training_fixture, "two asynchronous trainers learn separable "
@@ -512,4 +523,100 @@ TEST_CASE_METHOD(training_fixture, "the evaluator's periodic results reach "
         == accuracy_steps.end());
   REQUIRE_FALSE(accuracy_steps.empty());
   CHECK(accuracy_steps.back() == 12500);
+}
+
+TEST_CASE_METHOD(training_fixture, "every n-th step is timed, and its phases "
+                                   "add up to the step") {
+  auto r = run_text(sys, reg,
+                    blob_job(mlp, "log_every_steps: 0 timing_every_steps: 5"));
+  REQUIRE(r.ok);
+  for (std::string t : {"train[0]", "train[1]"}) {
+    INFO(t);
+    auto steps = metric_of(r, t, "step");
+    // The last step (trained when the input ends) is not timed.
+    auto timed = metric_of(r, t, "timed_steps");
+    CHECK(timed >= std::floor((steps - 1) / 5));
+    CHECK(timed <= std::floor(steps / 5));
+    auto step = metric_of(r, t, "step_ms");
+    auto parts = metric_of(r, t, "prepare_ms") + metric_of(r, t, "pull_ms")
+                 + metric_of(r, t, "input_wait_ms")
+                 + metric_of(r, t, "compute_ms") + metric_of(r, t, "push_ms");
+    auto gap = metric_of(r, t, "gap_ms");
+    CHECK(step > 0);
+    CHECK(metric_of(r, t, "compute_ms") > 0);
+    CHECK(metric_of(r, t, "pull_ms") > 0);
+    CHECK(metric_of(r, t, "push_ms") > 0);
+    CHECK(gap >= 0);
+    CHECK(parts + gap == Approx(std::max(step, parts)).epsilon(1e-6));
+    // The device's own times lie inside the host's phases that hold them.
+    CHECK(metric_of(r, t, "compute_ms")
+          <= metric_of(r, t, "compute_host_ms") + 1e-9);
+    CHECK(metric_of(r, t, "param_h2d_ms") <= metric_of(r, t, "pull_ms"));
+    CHECK(metric_of(r, t, "grad_d2h_ms") <= metric_of(r, t, "push_ms"));
+    auto busy = metric_of(r, t, "device_busy");
+    CHECK(busy > 0);
+    CHECK(busy <= 1);
+  }
+
+  auto off = run_text(
+    sys, reg, blob_job(mlp, "log_every_steps: 0 timing_every_steps: 0"));
+  REQUIRE(off.ok);
+  for (auto& m : stats_of(off, "train[0]").metrics)
+    CHECK(m.name != "timed_steps");
+}
+
+TEST_CASE_METHOD(training_fixture, "a precision other than fp32 needs a CUDA "
+                                   "device, and is named") {
+  auto e = validation_errors(reg, "precision: \"bf16\"");
+  CHECK_THAT(e, Catch::Contains("job.pbtxt:19: stage 'train' (trainer): "
+                                "precision \"bf16\" needs a CUDA device "
+                                     "(device: \"cuda\"): the cpu device "
+                                     "computes in fp32 only"));
+  e = validation_errors(reg, "device: \"cpu\" precision: \"tf32\"");
+  CHECK_THAT(e, Catch::Contains("precision \"tf32\" needs a CUDA device"));
+  e = validation_errors(reg, "device: \"cuda\" precision: \"fp16\"");
+  CHECK_THAT(e, Catch::Contains("precision must be \"fp32\", \"tf32\" or "
+                                "\"bf16\", got \"fp16\""));
+  e = validation_errors(reg, "timing_every_steps: -1");
+  CHECK_THAT(e, Catch::Contains("timing_every_steps must be >= 0"));
+  // fp32 is the default, and any device takes it.
+  CHECK(load_topology_text(blob_job(mlp, "precision: \"fp32\""), "job.pbtxt",
+                           reg)
+          .ok());
+}
+
+TEST_CASE_METHOD(training_fixture, "devices assigns each replica its device "
+                                   "in turn") {
+  // No machine has GPU 99: the replica given it cannot be created, and the
+  // job's error names it; the one given the cpu is not named.
+  auto failure_of = [&](const std::string& trainer) -> std::string {
+    try {
+      auto r = run_text(sys, reg, blob_job(mlp, trainer));
+      return r.ok ? std::string("(the job ran)") : r.error;
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  };
+  auto e = failure_of(R"(devices: ["cpu", "cuda:99"])");
+  CHECK_THAT(e, Catch::Contains("stage train[1]: cannot create: "
+                                "make_cuda_device"));
+  CHECK_THAT(e, !Catch::Contains("train[0]"));
+  e = failure_of(R"(devices: ["cuda:99", "cpu"])");
+  CHECK_THAT(e, Catch::Contains("stage train[0]: cannot create: "
+                                "make_cuda_device"));
+  CHECK_THAT(e, !Catch::Contains("train[1]"));
+  // All on the cpu: it trains.
+  auto cpu = run_text(sys, reg,
+                      blob_job(mlp, R"(log_every_steps: 0 devices: ["cpu"])"));
+  REQUIRE(cpu.ok);
+  CHECK(metric_of(cpu, "eval[0]", "test_accuracy") >= 0.9);
+
+  CHECK_THAT(validation_errors(reg, R"(device: "cpu" devices: ["cuda:0"])"),
+             Catch::Contains("set device or devices, not both"));
+  CHECK_THAT(validation_errors(reg, R"(devices: ["cuda:0", "tpu"])"),
+             Catch::Contains("devices must be \"cpu\", \"cuda\" or \"cuda:N\", "
+                             "got \"tpu\""));
+  CHECK_THAT(validation_errors(
+               reg, R"(devices: ["cuda:0", "cpu"] precision: "tf32")"),
+             Catch::Contains("precision \"tf32\" needs a CUDA device"));
 }

@@ -13,9 +13,13 @@
 # whole job takes less here), the run is SIGKILLed once the first
 # checkpoint is complete, and `actorflow run --resume` finishes it; the
 # target is checked on the resumed run, which must say it resumed.
-#   examples_test.sh ACTORFLOW EXAMPLE_DIR NAME DATA_DIR
+# With PRECISION (fp32, tf32 or bf16) the trainers and the evaluator run
+# on the GPU (device "cuda"; the trainers with that precision), the same
+# targets apply, and the summary must hold the step-time breakdown. Without
+# a GPU that prints "SKIP: no GPU: <why>" (CTest: skipped).
+#   examples_test.sh ACTORFLOW EXAMPLE_DIR NAME DATA_DIR [PRECISION]
 set -euo pipefail
-bin=$1 examples=$2 name=$3 data=$4
+bin=$1 examples=$2 name=$3 data=$4 precision=${5:-}
 work=$(mktemp -d)
 killed=
 trap '[ -z "$killed" ] || kill -9 "$killed" 2>/dev/null; rm -rf "$work"' EXIT
@@ -40,6 +44,19 @@ sed -e "s|build/data/fmnist/|$data/|" \
     -e "s|^\(  dir: \)\"[^\"]*\"|\1\"$work/ckpt\"|" \
     -e "s|^  every_seconds: .*|  every_steps: 2000|" \
     "$examples/$name.pbtxt" > "$work/job.pbtxt"
+# skip_without_gpu ERR: a GPU run that failed for want of a GPU is skipped.
+skip_without_gpu() {
+  local why
+  if [ -n "$precision" ] && why=$(grep -o -m1 'CUDA is not available: .*\|this build has no CUDA device' "$1"); then
+    echo "SKIP: no GPU: $why"; exit 0
+  fi
+}
+if [ -n "$precision" ]; then
+  sed -i -e "s|trainer { device: \"cpu\"|trainer { device: \"cuda\" precision: \"$precision\"|" \
+         -e "s|evaluator { |evaluator { device: \"cuda\" |" "$work/job.pbtxt"
+  grep -q "precision: \"$precision\"" "$work/job.pbtxt" && grep -q 'evaluator { device: "cuda"' "$work/job.pbtxt" || {
+    echo "FAIL: could not put $name's trainers and evaluator on the GPU"; exit 1; }
+fi
 resume=()
 if grep -q '^checkpoint {' "$work/job.pbtxt"; then
   grep -q "dir: \"$work/ckpt\"" "$work/job.pbtxt" && grep -q '^  every_steps: 2000' "$work/job.pbtxt" || {
@@ -49,6 +66,7 @@ if grep -q '^checkpoint {' "$work/job.pbtxt"; then
   start=$SECONDS
   until compgen -G "$work/ckpt/ckpt-*/MANIFEST" > /dev/null; do
     if ! kill -0 "$killed" 2>/dev/null; then
+      skip_without_gpu "$work/err1"
       cat "$work/out1" "$work/err1"
       echo "FAIL: $name ended before its first checkpoint"; exit 1
     fi
@@ -62,8 +80,13 @@ if grep -q '^checkpoint {' "$work/job.pbtxt"; then
   resume=(--resume)
 fi
 "$bin" run "$work/job.pbtxt" --no-progress "${resume[@]}" > "$work/out" 2> "$work/err" || {
+  skip_without_gpu "$work/err"
   cat "$work/out" "$work/err"; echo "FAIL: $name did not finish"; exit 1; }
 cat "$work/out"
+if [ -n "$precision" ]; then
+  grep -q '^  step time of train (.* steps timed), ms: .*device busy [0-9]*%$' "$work/out" || {
+    echo "FAIL: no step-time breakdown in the summary"; exit 1; }
+fi
 if [ ${#resume[@]} -gt 0 ]; then
   grep -q '^  resumed from .*(step [1-9]' "$work/out" || {
     cat "$work/err"; echo "FAIL: the second run of $name did not resume from a checkpoint"; exit 1; }

@@ -6,6 +6,7 @@ get_property(_af_have_cuda GLOBAL PROPERTY AF_HAVE_CUDA)
 if(_af_have_cuda)
   add_executable(cuda_device_test
     cuda_device_test.cpp
+    cuda_precision_test.cpp
     ../support/main.cpp
   )
   target_link_libraries(cuda_device_test PRIVATE af_gpu Catch2::Catch2
