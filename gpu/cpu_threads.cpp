@@ -67,9 +67,10 @@ int cgroup_quota_cores() {
   return best;
 }
 
-// OpenBLAS may reallocate its threads' buffers when the count grows, so it
-// grows only when the first trainer claims its share (no other trainer is
-// in a GEMM then); later it only shrinks.
+// The count is set when the first trainer claims its share; later it only
+// shrinks. (Growing it again when trainers leave would be safe in the
+// pthread build, which only starts threads then, but the last trainer of
+// a job gains little from it.)
 void apply_locked(bool first) {
   if (env_rules())
     return;

@@ -5,9 +5,9 @@
 // lone CPU trainer gets half the usable cores (the other half stays for
 // the input pipeline and the runtime); with several, each gets one thread
 // and the trainers are the parallelism. The trainers claim their share
-// while they run (blas_share); the count grows only when the first one
-// claims (OpenBLAS may reallocate buffers when it grows), and shrinks as
-// more come.
+// while they run (blas_share); the count is set when the first one
+// claims, and shrinks as more come (it does not grow again while trainers
+// run: conservative, little would gain from it).
 #pragma once
 
 #include <string>
@@ -42,8 +42,9 @@ public:
 int blas_threads();
 
 /// "OpenBLAS Haswell, 1 thread per trainer (2 usable cores, 2 CPU
-/// trainers in this process)": for the log, and to tell which kernel OpenBLAS picked for
-/// this CPU (a virtual machine may hide features and get a generic one).
+/// trainers in this process)": for the log, and to tell which kernel OpenBLAS
+/// picked for this CPU (a virtual machine may hide features and get a generic
+/// one).
 std::string blas_description();
 
 /// A warning when OpenBLAS fell back to kernels for CPUs before AVX on a

@@ -38,7 +38,7 @@ enum class precision {
   fp32, ///< IEEE float32 arithmetic (every device).
   tf32, ///< GEMMs and convolutions on tensor cores with inputs rounded to
         ///< TF32 (10-bit mantissa), accumulated in float32 (CUDA).
-  bf16, ///< GEMMs with inputs rounded to bfloat16 (8-bit mantissa),
+  bf16, ///< GEMMs with inputs rounded to bfloat16 (7 mantissa bits),
         ///< accumulated in float32; convolutions as tf32 (CUDA).
 };
 
@@ -100,8 +100,10 @@ public:
 
   // --- timing (the trainer's step breakdown) --------------------------
   /// While on, the device times its uploads, downloads and the spans
-  /// between compute_begin() and compute_end(); an upload or download
-  /// inside such a span counts as compute. CUDA: events on the stream the
+  /// between compute_begin() and compute_end(). Copies inside such a span
+  /// are not timed on their own: upload and download are part of the
+  /// span's time (on CUDA they run on the compute stream); upload_async
+  /// inside a span is counted nowhere on CUDA (copy stream). CUDA: events on the stream the
   /// work runs on, so it is the GPU's time, not the host's. CPU: the host
   /// clock (every call completes before it returns). Off by default: an
   /// event pair costs a few microseconds.

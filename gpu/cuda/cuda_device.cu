@@ -153,6 +153,9 @@ struct conv_plan {
     }
     {
       cudnnConvolutionBwdDataAlgoPerf_t perf[max_algos];
+      // Each search starts from the mode's math type, not the one the
+      // search before it left on the descriptor.
+      AF_CUDA_CHECK(cudnnSetConvolutionMathType(conv.d, base_math));
       AF_CUDA_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
         h, w.d, y.d, conv.d, x.d, max_algos, &count, perf));
       if (const auto* p = pick(perf, count, tensor_ops)) {
@@ -165,6 +168,7 @@ struct conv_plan {
     }
     {
       cudnnConvolutionBwdFilterAlgoPerf_t perf[max_algos];
+      AF_CUDA_CHECK(cudnnSetConvolutionMathType(conv.d, base_math));
       AF_CUDA_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         h, x.d, y.d, conv.d, w.d, max_algos, &count, perf));
       if (const auto* p = pick(perf, count, tensor_ops)) {

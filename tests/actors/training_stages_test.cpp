@@ -587,8 +587,9 @@ TEST_CASE_METHOD(training_fixture, "a precision other than fp32 needs a CUDA "
 
 TEST_CASE_METHOD(training_fixture, "devices assigns each replica its device "
                                    "in turn") {
-  // No machine has GPU 99: the replica given it cannot be created, and the
-  // job's error names it; the one given the cpu is not named.
+  // No machine has GPU 99 (and a build without CUDA has none): the replica
+  // given it cannot be created, and the job's error names it; the one
+  // given the cpu is not named.
   auto failure_of = [&](const std::string& trainer) -> std::string {
     try {
       auto r = run_text(sys, reg, blob_job(mlp, trainer));
@@ -598,12 +599,10 @@ TEST_CASE_METHOD(training_fixture, "devices assigns each replica its device "
     }
   };
   auto e = failure_of(R"(devices: ["cpu", "cuda:99"])");
-  CHECK_THAT(e, Catch::Contains("stage train[1]: cannot create: "
-                                "make_cuda_device"));
+  CHECK_THAT(e, Catch::Contains("stage train[1]: cannot create: "));
   CHECK_THAT(e, !Catch::Contains("train[0]"));
   e = failure_of(R"(devices: ["cuda:99", "cpu"])");
-  CHECK_THAT(e, Catch::Contains("stage train[0]: cannot create: "
-                                "make_cuda_device"));
+  CHECK_THAT(e, Catch::Contains("stage train[0]: cannot create: "));
   CHECK_THAT(e, !Catch::Contains("train[1]"));
   // All on the cpu: it trains.
   auto cpu = run_text(sys, reg,
