@@ -68,6 +68,7 @@ if(AF_CUDA)
     message(STATUS "CUDA device: built (CUDA ${CUDAToolkit_VERSION}, "
                    "${CUDNN_LIBRARY}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
     target_sources(af_gpu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cuda_device.cu
+                                  ${CMAKE_CURRENT_LIST_DIR}/cudnn_plans.cu
                                   ${CMAKE_CURRENT_LIST_DIR}/kernels.cu)
     # af_gpu exists already, so the CMAKE_CUDA_* defaults did not reach it.
     # C++17 for the .cu files: CMake 3.25 knows no C++20 flag for nvcc (and
