@@ -3,6 +3,8 @@
 #include "runtime/buffer_pool.hpp"
 #include "runtime/data_frame.hpp"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -81,7 +83,42 @@ buffer::buffer(std::byte* data, size_t size, std::shared_ptr<void> owner)
   : data_(data), size_(size), recycle_(false), owner_(std::move(owner)) {
 }
 
+buffer::buffer(size_t size, std::shared_ptr<const device_memory> device)
+  : data_(nullptr), size_(size), recycle_(false), device_(std::move(device)) {
+  if (!device_)
+    throw std::invalid_argument("buffer: no device memory given");
+  on_host_.store(size == 0, std::memory_order_release);
+}
+
+void buffer::fetch_from_device() const noexcept {
+  std::call_once(fetch_, [this] {
+    try {
+      auto* host = static_cast<std::byte*>(
+        ::operator new[](size_, buffer_alignment));
+      try {
+        device_->copy_to_host(host, size_);
+      } catch (...) {
+        ::operator delete[](host, buffer_alignment);
+        throw;
+      }
+      data_ = host;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr,
+                   "actorflow: cannot copy %zu bytes from device %d to the "
+                   "host: %s\n",
+                   size_, device_->ordinal(), e.what());
+      std::abort();
+    }
+    on_host_.store(true, std::memory_order_release);
+  });
+}
+
 buffer::~buffer() {
+  if (device_) {
+    if (data_ != nullptr)
+      ::operator delete[](data_, buffer_alignment);
+    return; // device_ goes with the buffer
+  }
   if (owner_)
     return; // owner_ goes with the buffer
   if (data_ != nullptr && !(recycle_ && buffer_pool::give(data_, size_)))
@@ -248,9 +285,20 @@ int64_t tensor::elements() const noexcept {
   return n;
 }
 
+const void* tensor::device_data(int* ordinal) const noexcept {
+  auto* dev = buf_ ? buf_->on_device() : nullptr;
+  if (dev == nullptr)
+    return nullptr;
+  if (ordinal != nullptr)
+    *ordinal = dev->ordinal();
+  return static_cast<const std::byte*>(dev->pointer()) + offset_;
+}
+
 std::byte* tensor::mutable_data() {
   if (buf_ && buf_.use_count() != 1)
     throw std::logic_error("tensor::mutable_data on a shared buffer");
+  if (buf_ && buf_->on_device() != nullptr)
+    throw std::logic_error("tensor::mutable_data on a buffer in GPU memory");
   // The buffer was created non-const by allocate(); the const in the member
   // type only protects readers once the tensor is shared.
   return buf_ ? const_cast<buffer&>(*buf_).data() + offset_ : nullptr;

@@ -18,12 +18,15 @@
 // Build them with tensor::strings or bytes_builder; read with string_at.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <caf/deserializer.hpp>
@@ -31,6 +34,8 @@
 #include <caf/meta/type_name.hpp>
 #include <caf/sec.hpp>
 #include <caf/serializer.hpp>
+
+#include "runtime/device_memory.hpp"
 
 namespace af {
 
@@ -59,6 +64,12 @@ public:
   /// runtime/data_shm.hpp): `data` (64-byte aligned) stays valid while
   /// `owner` lives, and the buffer lets go of `owner` when it goes.
   buffer(std::byte* data, size_t size, std::shared_ptr<void> owner);
+  /// A block in accelerator memory. A consumer on the same device reads it
+  /// there (on_device()); the first data() copies it to host memory, once,
+  /// for everyone else (a CPU stage, the wire). A device that fails that
+  /// copy is beyond recovery: data() then ends the process with a message
+  /// (it cannot throw).
+  buffer(size_t size, std::shared_ptr<const device_memory> device);
   ~buffer();
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
@@ -67,14 +78,27 @@ public:
   /// The payload; nullptr when there is none. Valid while any tensor that
   /// shares the buffer lives. data_as<T> does not check that T matches
   /// type().
-  const std::byte* data() const noexcept { return data_; }
-  std::byte* data() noexcept { return data_; }
+  const std::byte* data() const noexcept {
+    if (device_ && !on_host_.load(std::memory_order_acquire))
+      fetch_from_device();
+    return data_;
+  }
+  std::byte* data() noexcept {
+    return const_cast<std::byte*>(std::as_const(*this).data());
+  }
+  /// The accelerator memory holding the bytes, or nullptr for host memory.
+  const device_memory* on_device() const noexcept { return device_.get(); }
 
 private:
-  std::byte* data_;
+  void fetch_from_device() const noexcept;
+
+  mutable std::byte* data_;
   size_t size_;
   bool recycle_;
   std::shared_ptr<void> owner_; // set: data_ is not ours to free
+  std::shared_ptr<const device_memory> device_;
+  mutable std::atomic<bool> on_host_{true};
+  mutable std::once_flag fetch_;
 };
 
 class tensor {
@@ -127,7 +151,8 @@ public:
     return reinterpret_cast<const T*>(data());
   }
   /// Writable payload. Only valid while this tensor is the buffer's sole
-  /// owner (right after allocate); throws std::logic_error otherwise.
+  /// owner (right after allocate) and the buffer is in host memory; throws
+  /// std::logic_error otherwise.
   std::byte* mutable_data();
   template <class T>
   T* mutable_data_as() {
@@ -135,6 +160,11 @@ public:
   }
 
   const std::shared_ptr<const buffer>& storage() const noexcept { return buf_; }
+
+  /// The payload in accelerator memory when the buffer lives there
+  /// (buffer::on_device), with the device's ordinal in `ordinal`; nullptr
+  /// for a host buffer. Reading it does not copy it to the host.
+  const void* device_data(int* ordinal = nullptr) const noexcept;
 
   /// Byte size of dtype x shape; false on negative or overflowing
   /// dimensions. For dtype::bytes: the size of the offsets alone.

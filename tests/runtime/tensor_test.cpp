@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <future>
 
@@ -259,4 +260,74 @@ TEST_CASE("passing a batch between local actors never copies the payload",
   std::sort(consumed.begin(), consumed.end());
   REQUIRE(consumed.size() == 200);
   CHECK(consumed == produced);
+}
+
+namespace {
+
+// Host memory standing in for a GPU's: counts the copies to the host.
+class fake_device_memory : public device_memory {
+public:
+  explicit fake_device_memory(std::vector<std::byte> bytes)
+    : bytes_(std::move(bytes)) {}
+  int ordinal() const noexcept override { return 3; }
+  const void* pointer() const noexcept override { return bytes_.data(); }
+  void copy_to_host(std::byte* dst, size_t n) const override {
+    copies.fetch_add(1);
+    std::memcpy(dst, bytes_.data(), n);
+  }
+  mutable std::atomic<int> copies{0};
+
+private:
+  std::vector<std::byte> bytes_;
+};
+
+} // namespace
+
+TEST_CASE("a device buffer is read in place and copied to the host once, "
+          "when the host first asks",
+          "[tensor]") {
+  auto source = filled(dtype::f32, {4, 6});
+  std::vector<std::byte> bytes(source.data(),
+                               source.data() + source.byte_size());
+  auto dev = std::make_shared<fake_device_memory>(bytes);
+  auto buf = std::make_shared<const buffer>(bytes.size(), dev);
+  tensor t{dtype::f32, {4, 6}, buf};
+
+  int ordinal = -1;
+  CHECK(t.device_data(&ordinal) == dev->pointer());
+  CHECK(ordinal == 3);
+  CHECK(dev->copies.load() == 0); // nothing touched the host side yet
+  auto row = tensor::view(dtype::f32, {6}, buf, 6 * sizeof(float));
+  CHECK(row.device_data()
+        == static_cast<const std::byte*>(dev->pointer()) + 6 * sizeof(float));
+  CHECK(tensor::allocate(dtype::f32, {2}).device_data() == nullptr);
+
+  // Readers on several threads at once: one copy, the same bytes for all.
+  std::vector<std::future<bool>> readers;
+  for (int i = 0; i < 4; ++i)
+    readers.push_back(std::async(std::launch::async, [&] {
+      return std::memcmp(t.data(), source.data(), source.byte_size()) == 0;
+    }));
+  for (auto& r : readers)
+    CHECK(r.get());
+  CHECK(dev->copies.load() == 1);
+  CHECK(std::memcmp(row.data(), source.data() + 6 * sizeof(float),
+                    6 * sizeof(float))
+        == 0);
+
+  // To the wire and back: the host copy travels, as any tensor's bytes.
+  batch b;
+  b.set("x", t);
+  batch back;
+  REQUIRE_FALSE(deserialize(serialize(b), back));
+  auto& x = back.at("x");
+  CHECK(x.device_data() == nullptr);
+  CHECK(std::memcmp(x.data(), source.data(), source.byte_size()) == 0);
+  CHECK(dev->copies.load() == 1);
+  CHECK_THROWS_AS(buffer(8, std::shared_ptr<const device_memory>{}),
+                  std::invalid_argument);
+  // Its sole owner may not write it either: the GPU would not see it.
+  tensor solo{dtype::f32, {4, 6},
+              std::make_shared<const buffer>(bytes.size(), dev)};
+  CHECK_THROWS_AS(solo.mutable_data(), std::logic_error);
 }
