@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "gpu/layers.hpp"
@@ -52,7 +53,7 @@ void hwc_to_chw(std::vector<float>& x, int64_t n, int64_t h, int64_t w,
 } // namespace
 
 void to_host(const training_spec& spec, const batch& b, host_batch& out,
-             const std::string& reference) {
+             const std::string& reference, bool input_in_place) {
   auto field = [&](const std::string& name) -> const tensor& {
     if (auto* t = b.find(name))
       return *t;
@@ -84,7 +85,21 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
   out.x.clear();
   out.local.clear();
   out.rows.clear();
-  if (embedding) {
+  // Images come out of image_decode as [height, width, channels]; conv2d
+  // takes [channels, height, width]. With one channel both are the same
+  // bytes; with more, the samples are transposed.
+  auto& want_shape = spec.model.input_shape;
+  out.to_chw = !embedding && sample.size() == 3 && want_shape.size() == 3
+               && want_shape[0] > 1 && sample[2] == want_shape[0]
+               && sample[0] == want_shape[1] && sample[1] == want_shape[2];
+  out.height = out.to_chw ? sample[0] : 0;
+  out.width = out.to_chw ? sample[1] : 0;
+  out.channels = out.to_chw ? sample[2] : 0;
+  out.input_in_place = input_in_place && !embedding;
+  if (out.input_in_place) {
+    if (x.type() != dtype::f32)
+      throw std::logic_error("to_host: only an f32 input stays in place");
+  } else if (embedding) {
     if (!is_int(x.type()))
       throw input_error("field '" + spec.input
                                   + "' feeds an embedding and must hold "
@@ -133,13 +148,7 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
                                     + "; the model takes f32, f64 or u8 "
                                       "(scaled to [0, 1])");
     }
-    // Images come out of image_decode as [height, width, channels]; conv2d
-    // takes [channels, height, width]. With one channel both are the same
-    // bytes; with more, the samples are transposed here.
-    auto& want_shape = spec.model.input_shape;
-    if (sample.size() == 3 && want_shape.size() == 3 && want_shape[0] > 1
-        && sample[2] == want_shape[0] && sample[0] == want_shape[1]
-        && sample[1] == want_shape[2])
+    if (out.to_chw)
       hwc_to_chw(out.x, n, sample[0], sample[1], sample[2]);
   }
   auto& y = field(spec.label);

@@ -24,6 +24,11 @@ struct host_batch {
   std::vector<int32_t> classes; // softmax labels
   std::vector<float> binary;    // sigmoid labels, 0 or 1
   std::vector<float> reference; // optional reference scores
+  // The dense input was left where it is (to_host's `input_in_place`):
+  // x is empty; the images need [h, w, c] -> [c, h, w] when `to_chw`.
+  bool input_in_place = false;
+  bool to_chw = false;
+  int64_t height = 0, width = 0, channels = 0; // of each image, if to_chw
 
   const void* input() const noexcept {
     return local.empty() ? static_cast<const void*>(x.data()) : local.data();
@@ -49,8 +54,11 @@ struct host_batch {
 /// local rows. Throws af::input_error naming the field, the record and the
 /// value when the batch does not fit the model (bad data fails the job even
 /// though a trainer replica may otherwise fail alone). `reference`: a field
-/// to copy as f32 into out.reference, or "".
+/// to copy as f32 into out.reference, or "". `input_in_place`: an f32 input
+/// is checked but not copied (a trainer reads it where it is, in its GPU's
+/// memory); out.x stays empty and out.to_chw says whether to transpose.
 void to_host(const training_spec& spec, const batch& b, host_batch& out,
-             const std::string& reference = "");
+             const std::string& reference = "",
+             bool input_in_place = false);
 
 } // namespace af

@@ -1,10 +1,14 @@
 #include "actors/image_decode.hpp"
 
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
 
+#include "actors/training_spec.hpp"
+#include "gpu/jpeg_decoder.hpp"
 #include "runtime/image_ops.hpp"
 #include "runtime/jpeg.hpp"
 #include "runtime/rows.hpp"
@@ -31,7 +35,20 @@ struct decode_config {
   uint64_t max_pixels = 64000000; // larger images are refused undecoded
   bool skip_errors = false; // skip (and count) images that do not decode
   bool fast_dct = false; // libjpeg-turbo's fast integer DCT
+  std::string device = "cpu"; // or "cuda", "cuda:N": nvJPEG
 };
+
+// The N of "cuda:N" ("cuda": 0). Throws std::out_of_range for an N
+// beyond int.
+int gpu_ordinal(const std::string& device) {
+  if (device.size() <= 5)
+    return 0;
+  try {
+    return std::stoi(device.substr(5));
+  } catch (const std::exception&) {
+    throw std::out_of_range("no GPU " + device.substr(5));
+  }
+}
 
 decode_config config_of(const topology::Stage& s) {
   auto& p = s.image_decode();
@@ -69,59 +86,40 @@ decode_config config_of(const topology::Stage& s) {
     c.max_pixels = static_cast<uint64_t>(p.max_pixels());
   c.skip_errors = p.on_error() == "skip";
   c.fast_dct = p.fast_dct();
+  if (!p.device().empty())
+    c.device = p.device();
   return c;
 }
 
 class image_decode : public stage_logic {
 public:
   image_decode(const stage_info& info, decode_config cfg)
-    : label_(info.label()), seed_(info.seed), cfg_(std::move(cfg)) {}
+    : label_(info.label()), seed_(info.seed), cfg_(std::move(cfg)) {
+    if (cfg_.device != "cpu") {
+      try {
+        gpu_ = gpu::make_nvjpeg_decoder(gpu_ordinal(cfg_.device));
+      } catch (const std::exception& e) {
+        throw std::runtime_error("device \"" + cfg_.device
+                                 + "\": " + e.what());
+      }
+      spdlog::info("{}: decoding on {}", label_, gpu_->name());
+    }
+  }
 
   void process(batch&& item, emitter& out) override {
     auto& images = item.at(cfg_.input);
     if (images.type() != dtype::bytes)
       throw std::runtime_error("field '" + cfg_.input + "' is "
                                + to_string(images) + ", not bytes");
-    auto n = images.elements();
-    auto* index = item.find("index");
-    auto* keys = item.find("key");
-    tensor out_t = tensor::allocate(
-      cfg_.as_u8 ? dtype::u8 : dtype::f32,
-      {n, cfg_.height, cfg_.width, cfg_.channels});
-    auto pixels = static_cast<size_t>(cfg_.height) * cfg_.width
-                  * cfg_.channels;
+    // The decoded images of the records in `kept`, in that order.
     std::vector<int64_t> kept;
-    kept.reserve(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      auto where = [&] {
-        return keys != nullptr ? std::string{keys->string_at(i)}
-                               : "record " + std::to_string(i) + " of item "
-                                   + std::to_string(item.seq);
-      };
-      uint64_t record_index = index != nullptr && index->type() == dtype::i64
-                                ? static_cast<uint64_t>(
-                                  index->data_as<int64_t>()[i])
-                                : item.seq * 100000 + static_cast<uint64_t>(i);
-      auto slot = static_cast<size_t>(kept.size());
-      if (!decode_one(images.string_at(i), record_index, item.epoch, out_t,
-                      slot * pixels)) {
-        if (!cfg_.skip_errors)
-          throw std::runtime_error(where() + ": " + codec_.error());
-        if (skipped_++ == 0)
-          spdlog::warn("{}: {}: {} (skipping undecodable images)", label_,
-                       where(), codec_.error());
-        continue;
-      }
-      kept.push_back(i);
-    }
+    auto decoded = gpu_ ? decode_on_gpu(item, images, kept)
+                        : decode_on_cpu(item, images, kept);
     batch result;
-    result.seq = item.seq;
-    result.epoch = item.epoch;
-    if (static_cast<int64_t>(kept.size()) == n) {
+    if (static_cast<int64_t>(kept.size()) == images.elements()) {
       for (auto& f : item.fields)
         if (f.name != cfg_.input)
           result.fields.push_back(std::move(f));
-      result.set(cfg_.output, std::move(out_t));
     } else {
       // Drop the skipped records from every other field as well. An item
       // whose records were all skipped still goes out, empty, so that the
@@ -135,14 +133,10 @@ public:
         rows.push_back(row_ref{&rest, i});
       if (!rest.fields.empty() && !rows.empty())
         result = gather_rows(rows);
-      result.seq = item.seq;
-      result.epoch = item.epoch;
-      auto shape = out_t.shape();
-      shape[0] = static_cast<int64_t>(kept.size());
-      auto trimmed = tensor::allocate(out_t.type(), shape);
-      std::memcpy(trimmed.mutable_data(), out_t.data(), trimmed.byte_size());
-      result.set(cfg_.output, std::move(trimmed));
     }
+    result.seq = item.seq;
+    result.epoch = item.epoch;
+    result.set(cfg_.output, std::move(decoded));
     out.push(std::move(result));
   }
 
@@ -150,31 +144,176 @@ public:
     if (skipped_ > 0)
       spdlog::warn("{}: {} images could not be decoded and were skipped",
                    label_, skipped_);
+    if (cpu_decodes_ > 0)
+      spdlog::info("{}: {} images the GPU could not decode were decoded on "
+                   "the CPU",
+                   label_, cpu_decodes_);
+  }
+
+  // On a GPU: the images it left to the CPU (not a JPEG nvJPEG supports,
+  // corrupt, or no memory for the batch), skipped ones included.
+  void metrics(std::vector<metric>& out) const override {
+    if (gpu_)
+      out.push_back({"cpu_decodes", static_cast<double>(cpu_decodes_)});
   }
 
 private:
+  size_t image_values() const {
+    return static_cast<size_t>(cfg_.height) * cfg_.width * cfg_.channels;
+  }
+  dtype out_type() const { return cfg_.as_u8 ? dtype::u8 : dtype::f32; }
+
+  std::string where(const batch& item, int64_t i) const {
+    auto* keys = item.find("key");
+    return keys != nullptr ? std::string{keys->string_at(i)}
+                           : "record " + std::to_string(i) + " of item "
+                               + std::to_string(item.seq);
+  }
+
+  uint64_t record_index(const batch& item, int64_t i) const {
+    auto* index = item.find("index");
+    return index != nullptr && index->type() == dtype::i64
+             ? static_cast<uint64_t>(index->data_as<int64_t>()[i])
+             : item.seq * 100000 + static_cast<uint64_t>(i);
+  }
+
+  // An image that does not decode: the stage fails naming the record, or
+  // the image is skipped and counted.
+  void undecodable(const batch& item, int64_t i) {
+    if (!cfg_.skip_errors)
+      throw std::runtime_error(where(item, i) + ": " + codec_.error());
+    if (skipped_++ == 0)
+      spdlog::warn("{}: {}: {} (skipping undecodable images)", label_,
+                   where(item, i), codec_.error());
+  }
+
+  tensor decode_on_cpu(const batch& item, const tensor& images,
+                       std::vector<int64_t>& kept) {
+    auto n = images.elements();
+    auto bytes = image_values() * dtype_size(out_type());
+    auto out_t =
+      tensor::allocate(out_type(), {n, cfg_.height, cfg_.width, cfg_.channels});
+    kept.reserve(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      auto* row = out_t.mutable_data() + kept.size() * bytes;
+      if (decode_one(images.string_at(i), record_index(item, i), item.epoch,
+                     row))
+        kept.push_back(i);
+      else
+        undecodable(item, i);
+    }
+    if (static_cast<int64_t>(kept.size()) == n)
+      return out_t;
+    auto trimmed = tensor::allocate(
+      out_type(), {static_cast<int64_t>(kept.size()), cfg_.height,
+                   cfg_.width, cfg_.channels});
+    std::memcpy(trimmed.mutable_data(), out_t.data(), trimmed.byte_size());
+    return trimmed;
+  }
+
+  // nvJPEG decodes the batch; the crop boxes and sampling maps come from
+  // here, as on the CPU. What the GPU cannot decode is decoded here, so
+  // that its result, or its error, is the CPU path's.
+  tensor decode_on_gpu(const batch& item, const tensor& images,
+                       std::vector<int64_t>& kept) {
+    auto n = images.elements();
+    std::vector<gpu::jpeg_job> jobs(static_cast<size_t>(n));
+    std::vector<axis_map> xs(jobs.size()), ys(jobs.size());
+    for (int64_t i = 0; i < n; ++i) {
+      auto k = static_cast<size_t>(i);
+      auto data = images.string_at(i);
+      jpeg_info info;
+      if (!codec_.header(data, info)
+          || static_cast<uint64_t>(info.width) * info.height
+               > cfg_.max_pixels)
+        continue; // empty job: the GPU leaves it to the CPU
+      auto [box, flip] = geometry_of(info, record_index(item, i), item.epoch);
+      xs[k] = map_axis(box.x, box.width, cfg_.width, info.width, flip);
+      ys[k] = map_axis(box.y, box.height, cfg_.height, info.height, false);
+      jobs[k] = gpu::jpeg_job{data,          info.width,      info.height,
+                              xs[k].lo.data(), xs[k].hi.data(),
+                              xs[k].frac.data(), ys[k].lo.data(),
+                              ys[k].hi.data(), ys[k].frac.data()};
+    }
+    gpu::jpeg_output spec;
+    spec.height = cfg_.height;
+    spec.width = cfg_.width;
+    spec.channels = cfg_.channels;
+    spec.as_u8 = cfg_.as_u8;
+    for (int c = 0; c < cfg_.channels; ++c) {
+      spec.scale[c] = 1.0f / (255.0f * cfg_.stddev[c]);
+      spec.shift[c] = -cfg_.mean[c] / cfg_.stddev[c];
+    }
+    std::vector<size_t> failed;
+    auto mem = gpu_->decode(jobs, spec, failed);
+    cpu_decodes_ += failed.size();
+    auto bytes = spec.image_bytes();
+    std::vector<std::byte> row(bytes);
+    std::vector<bool> lost(jobs.size(), false);
+    for (auto k : failed) {
+      auto i = static_cast<int64_t>(k);
+      if (decode_one(images.string_at(i), record_index(item, i), item.epoch,
+                     row.data()))
+        gpu_->write(*mem, k * bytes, row.data(), bytes);
+      else {
+        undecodable(item, i);
+        lost[k] = true;
+      }
+    }
+    for (int64_t i = 0; i < n; ++i)
+      if (!lost[static_cast<size_t>(i)])
+        kept.push_back(i);
+    tensor all{out_type(),
+               {n, cfg_.height, cfg_.width, cfg_.channels},
+               std::make_shared<const buffer>(static_cast<size_t>(n) * bytes,
+                                              std::move(mem))};
+    if (static_cast<int64_t>(kept.size()) == n)
+      return all;
+    // Skipped images (rare): the kept ones, on the host.
+    auto trimmed = tensor::allocate(
+      out_type(), {static_cast<int64_t>(kept.size()), cfg_.height,
+                   cfg_.width, cfg_.channels});
+    for (size_t j = 0; j < kept.size(); ++j)
+      std::memcpy(trimmed.mutable_data() + j * bytes,
+                  all.data() + static_cast<size_t>(kept[j]) * bytes, bytes);
+    return trimmed;
+  }
+
+  struct placement {
+    crop_box box;
+    bool flip = false;
+  };
+
+  // Where the output comes from in an image of `info`'s size.
+  placement geometry_of(const jpeg_info& info, uint64_t record_index,
+                        uint64_t epoch) const {
+    record_rng rng{seed_, epoch, record_index};
+    placement p;
+    switch (cfg_.op) {
+      case geometry::resize:
+        p.box = full_image(info.width, info.height);
+        break;
+      case geometry::center_crop:
+        p.box = center_crop(info.width, info.height, cfg_.width, cfg_.height,
+                            cfg_.crop_fraction);
+        break;
+      case geometry::random_resized_crop:
+        p.box = random_resized_crop(info.width, info.height, rng,
+                                    cfg_.scale_lo, cfg_.scale_hi,
+                                    cfg_.ratio_lo, cfg_.ratio_hi);
+        break;
+    }
+    p.flip = cfg_.flip && rng.uniform() < 0.5;
+    return p;
+  }
+
+  // Decodes one image on the CPU into `dst` (one image of the output).
   bool decode_one(std::string_view data, uint64_t record_index,
-                  uint64_t epoch, tensor& out, size_t at) {
+                  uint64_t epoch, std::byte* dst) {
     jpeg_info info;
     if (!codec_.header(data, info))
       return false;
-    record_rng rng{seed_, epoch, record_index};
-    crop_box box;
-    switch (cfg_.op) {
-      case geometry::resize:
-        box = full_image(info.width, info.height);
-        break;
-      case geometry::center_crop:
-        box = center_crop(info.width, info.height, cfg_.width, cfg_.height,
-                          cfg_.crop_fraction);
-        break;
-      case geometry::random_resized_crop:
-        box = random_resized_crop(info.width, info.height, rng, cfg_.scale_lo,
-                                  cfg_.scale_hi, cfg_.ratio_lo,
-                                  cfg_.ratio_hi);
-        break;
-    }
-    bool flip = cfg_.flip && rng.uniform() < 0.5;
+    auto [box, flip] = geometry_of(info, record_index, epoch);
     // Let the decoder scale down while the crop still covers the output.
     int min_w = static_cast<int>(
       std::ceil(cfg_.width * info.width / std::max(box.width, 1.0)));
@@ -190,10 +329,10 @@ private:
     }
     if (cfg_.as_u8)
       resample_u8(img_, box, cfg_.width, cfg_.height, flip,
-                  out.mutable_data_as<uint8_t>() + at);
+                  reinterpret_cast<uint8_t*>(dst));
     else
       resample_f32(img_, box, cfg_.width, cfg_.height, flip, cfg_.mean,
-                   cfg_.stddev, out.mutable_data_as<float>() + at);
+                   cfg_.stddev, reinterpret_cast<float*>(dst));
     return true;
   }
 
@@ -203,6 +342,8 @@ private:
   jpeg_codec codec_;
   image img_;
   uint64_t skipped_ = 0;
+  std::unique_ptr<gpu::jpeg_decoder> gpu_; // device "cuda": nvJPEG
+  uint64_t cpu_decodes_ = 0;               // ... images it left to the CPU
 };
 
 std::string check(const topology::Stage& s) {
@@ -238,6 +379,10 @@ std::string check(const topology::Stage& s) {
       return "image_decode.std values must not be 0";
   if (p.has_max_pixels() && p.max_pixels() < 1)
     return "image_decode.max_pixels must be >= 1";
+  if (!p.device().empty() && !valid_device_spec(p.device()))
+    return "image_decode.device must be \"cpu\", \"cuda\" or \"cuda:N\", "
+           "got \""
+           + p.device() + "\"";
   return {};
 }
 

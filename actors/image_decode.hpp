@@ -7,6 +7,12 @@
 // max_pixels are refused before any allocation; undecodable ones fail the
 // stage naming the record, or are skipped and counted. Output: [n, height,
 // width, channels]. Config: topology.ImageDecodeConfig.
+//
+// device "cuda" decodes each batch with nvJPEG (gpu/jpeg_decoder.hpp) into
+// GPU memory, which a trainer on the same GPU reads in place; anything else
+// that reads the output copies it to the host once. Crop boxes, flips and
+// sampling maps are computed here as for the CPU; an image the GPU cannot
+// decode is decoded on the CPU, so it gets the CPU's result or error.
 #pragma once
 
 #include "runtime/registry.hpp"

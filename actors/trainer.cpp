@@ -118,6 +118,9 @@ struct slot {
   void* pinned = nullptr;
   size_t pinned_bytes = 0;
   gpu::darray x, labels;
+  // An input in this GPU's memory (image_decode on it), read in place; held
+  // until the slot is reused, when its step's gradients are downloaded.
+  tensor in_place;
   std::vector<int64_t> ids; // record ids, when they are listed
   bool full = false;
 };
@@ -187,7 +190,10 @@ public:
     if (timing_now_)
       dev_->set_timing(true);
     host_timed(timing_now_, timing_.prepare, [&] {
-      to_host(spec_, item, next.host);
+      next.in_place = on_this_gpu(item);
+      to_host(spec_, item, next.host, "", next.in_place.byte_size() > 0);
+      ++staged_;
+      in_place_ += next.host.input_in_place ? 1 : 0;
       if (ids_)
         ids_->take(item, next.ids);
       stage(next);
@@ -303,9 +309,23 @@ private:
     account(client_->flush());
   }
 
+  // The input field, when it is f32 in this trainer's GPU's memory;
+  // otherwise an empty tensor (the input is copied to the host, where it
+  // may have to be fetched from another GPU first).
+  tensor on_this_gpu(const batch& item) const {
+    auto* x = item.find(spec_.input);
+    int ordinal = -1;
+    if (x != nullptr && x->type() == dtype::f32 && dev_->is_cuda()
+        && x->device_data(&ordinal) != nullptr && ordinal == dev_->ordinal())
+      return *x;
+    return {};
+  }
+
   // Copies the host batch into pinned memory (device buffers sized too).
+  // An input in place stays where it is; one that needs transposing gets
+  // a device buffer for the result.
   void stage(slot& s) {
-    auto in = s.host.input_bytes();
+    auto in = s.host.input_bytes(); // 0 when in place
     auto lb = s.host.label_bytes();
     if (s.pinned_bytes < in + lb) {
       if (s.pinned != nullptr)
@@ -313,10 +333,30 @@ private:
       s.pinned = dev_->allocate_host(in + lb);
       s.pinned_bytes = in + lb;
     }
-    std::memcpy(s.pinned, s.host.input(), in);
-    std::memcpy(static_cast<char*>(s.pinned) + in, s.host.labels(), lb);
-    s.x.reserve(*dev_, in);
+    if (in > 0)
+      std::memcpy(s.pinned, s.host.input(), in);
+    if (lb > 0)
+      std::memcpy(static_cast<char*>(s.pinned) + in, s.host.labels(), lb);
+    if (!s.host.input_in_place)
+      s.x.reserve(*dev_, in);
+    else if (s.host.to_chw)
+      s.x.reserve(*dev_, s.in_place.byte_size());
     s.labels.reserve(*dev_, lb);
+  }
+
+  // The model's input of a staged batch: the uploaded copy, or the input
+  // in place (transposed into the slot's buffer first when it must be).
+  const void* input_of(slot& s) {
+    if (!s.host.input_in_place)
+      return s.x.get();
+    auto* src = static_cast<const float*>(s.in_place.device_data());
+    if (!s.host.to_chw)
+      return src;
+    dev_->hwc_to_chw(src, s.x.f32(), s.host.n,
+                     static_cast<int>(s.host.height),
+                     static_cast<int>(s.host.width),
+                     static_cast<int>(s.host.channels));
+    return s.x.get();
   }
 
   void upload(slot& s) {
@@ -360,8 +400,8 @@ private:
                 ^ mix64(clock);
     auto r = host_timed(timing_now_, timing_.compute, [&] {
       dev_->compute_begin();
-      auto out = model_->train_step(cur.x.get(), cur.labels.get(), cur.host.n,
-                                    seed);
+      auto out = model_->train_step(input_of(cur), cur.labels.get(),
+                                    cur.host.n, seed);
       dev_->compute_end();
       return out;
     });
@@ -480,6 +520,9 @@ private:
     double gap = t.step - t.prepare - t.pull - t.input_wait - d.compute
                  - t.push;
     out.push_back({"timed_steps", static_cast<double>(t.steps)});
+    // The share of batches whose input was read in the GPU's memory.
+    double staged = static_cast<double>(std::max<uint64_t>(staged_, 1));
+    out.push_back({"input_in_place", static_cast<double>(in_place_) / staged});
     out.push_back({"step_ms", ms(t.step)});
     out.push_back({"prepare_ms", ms(t.prepare)});
     out.push_back({"pull_ms", ms(t.pull)});
@@ -530,6 +573,7 @@ private:
   std::unique_ptr<ps_client> client_;
   std::unique_ptr<record_id_log> ids_; // null: record ids not listed
   slot slots_[2];
+  uint64_t staged_ = 0, in_place_ = 0; // batches, and those read in place
   int next_ = 0;
   bool prefetched_ = false; // a pull for the next step is outstanding
   uint64_t steps_ = 0, samples_ = 0, skipped_ = 0, epoch_ = 0;

@@ -4,12 +4,15 @@
 # exported targets, which name the targets made here.
 #
 # Input: AF_DEPS_CUDA (the CUDA device was built: cuBLAS, cuDNN),
+#        AF_DEPS_NVJPEG_LIBRARY (the nvJPEG library that build linked, or
+#        empty),
 #        AF_DEPS_REQUIRED (REQUIRED in this build; in a consumer, a missing
 #        dependency makes find_package(ActorFlow) fail with its name).
 # Output: CAF::core/io/openssl, protobuf::libprotobuf, spdlog::spdlog,
 #         Threads::Threads, ZLIB::ZLIB, OpenSSL::SSL/Crypto, and
 #         ActorFlow::dep_isal, _turbojpeg, _csv, _openblas (and
-#         CUDA::cudart, CUDA::cublas, ActorFlow::dep_cudnn with CUDA).
+#         CUDA::cudart, CUDA::cublas, ActorFlow::dep_cudnn with CUDA;
+#         ActorFlow::dep_nvjpeg with nvJPEG).
 # Sets ActorFlow_DEPS_MISSING to the names of what was not found.
 
 set(ActorFlow_DEPS_MISSING "")
@@ -72,6 +75,16 @@ if(AF_DEPS_CUDA)
         IMPORTED_LOCATION "${AF_DEP_cudnn_LIBRARY}")
     else()
       list(APPEND ActorFlow_DEPS_MISSING "cuDNN (libcudnn)")
+    endif()
+  endif()
+  # nvJPEG, where the build found it (AF_DEPS_NVJPEG_LIBRARY; "" without).
+  if(AF_DEPS_NVJPEG_LIBRARY AND NOT TARGET ActorFlow::dep_nvjpeg)
+    if(EXISTS "${AF_DEPS_NVJPEG_LIBRARY}")
+      add_library(ActorFlow::dep_nvjpeg UNKNOWN IMPORTED)
+      set_target_properties(ActorFlow::dep_nvjpeg PROPERTIES
+        IMPORTED_LOCATION "${AF_DEPS_NVJPEG_LIBRARY}")
+    else()
+      list(APPEND ActorFlow_DEPS_MISSING "nvJPEG (${AF_DEPS_NVJPEG_LIBRARY})")
     endif()
   endif()
 endif()

@@ -34,7 +34,8 @@ install(TARGETS actorflow RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # The public headers: what an embedding application includes, and what
 # those include. Each documents its calls, their errors and ownership.
 set(AF_PUBLIC_RUNTIME_HEADERS
-  batch.hpp census.hpp custom_stage.hpp data_plane.hpp histogram.hpp job.hpp node.hpp pipeline.hpp
+  batch.hpp census.hpp custom_stage.hpp data_plane.hpp device_memory.hpp histogram.hpp job.hpp
+  node.hpp pipeline.hpp
   registry.hpp relocate.hpp service.hpp stage.hpp stage_stats.hpp system.hpp tensor.hpp topology.hpp)
 list(TRANSFORM AF_PUBLIC_RUNTIME_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/runtime/)
 install(FILES ${AF_PUBLIC_RUNTIME_HEADERS}
@@ -56,6 +57,15 @@ install(EXPORT ActorFlowTargets
   DESTINATION ${AF_CMAKE_DIR})
 
 get_property(AF_HAVE_CUDA GLOBAL PROPERTY AF_HAVE_CUDA)
+get_property(AF_HAVE_NVJPEG GLOBAL PROPERTY AF_HAVE_NVJPEG)
+if(AF_HAVE_NVJPEG)
+  set(AF_NVJPEG_FOR_CONFIG "${NVJPEG_LIBRARY}")
+  # The installed actorflow loads libnvjpeg from where this build found it.
+  get_property(_af_nvjpeg_dir GLOBAL PROPERTY AF_NVJPEG_LIBDIR)
+  set_property(TARGET actorflow APPEND PROPERTY INSTALL_RPATH "${_af_nvjpeg_dir}")
+else()
+  set(AF_NVJPEG_FOR_CONFIG "")
+endif()
 configure_package_config_file(
   ${PROJECT_SOURCE_DIR}/cmake/ActorFlowConfig.cmake.in
   ${PROJECT_BINARY_DIR}/ActorFlowConfig.cmake

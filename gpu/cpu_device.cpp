@@ -92,6 +92,7 @@ public:
 
   std::string name() const override { return "cpu"; }
   bool is_cuda() const noexcept override { return false; }
+  int ordinal() const noexcept override { return -1; }
 
   void set_precision(precision p) override {
     if (p != precision::fp32)
@@ -198,6 +199,15 @@ public:
   void mul(const float* a, const float* b, float* y, size_t n) override {
     for (size_t i = 0; i < n; ++i)
       y[i] = a[i] * b[i];
+  }
+
+  void hwc_to_chw(const float* x, float* y, int n, int h, int w,
+                  int c) override {
+    auto plane = static_cast<size_t>(h) * w;
+    for (size_t i = 0; i < static_cast<size_t>(n); ++i)
+      for (size_t p = 0; p < plane; ++p)
+        for (size_t k = 0; k < static_cast<size_t>(c); ++k)
+          y[(i * c + k) * plane + p] = x[(i * plane + p) * c + k];
   }
 
   // --- layers ---------------------------------------------------------

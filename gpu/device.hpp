@@ -69,6 +69,8 @@ public:
   /// "cpu" or "cuda:N (name of the GPU)".
   virtual std::string name() const = 0;
   virtual bool is_cuda() const noexcept = 0;
+  /// The N of "cuda:N"; -1 for the CPU.
+  virtual int ordinal() const noexcept = 0;
 
   /// Sets how later GEMMs and convolutions compute (fp32 until called).
   /// Throws std::invalid_argument for a mode this device lacks: the CPU
@@ -127,6 +129,11 @@ public:
   virtual void bias_grad(const float* dy, float* db, int m, int n) = 0;
   /// y = a * b elementwise.
   virtual void mul(const float* a, const float* b, float* y, size_t n) = 0;
+  /// n images from [h, w, c] (image_decode's layout) to [c, h, w]
+  /// (conv2d's): y[i, k, r, q] = x[i, r, q, k]. `x` may be device memory
+  /// that another stream of this GPU wrote, once that stream finished.
+  virtual void hwc_to_chw(const float* x, float* y, int n, int h, int w,
+                          int c) = 0;
 
   // --- layers ----------------------------------------------------------
   virtual void relu_forward(const float* x, float* y, size_t n) = 0;

@@ -51,14 +51,6 @@ crop_box center_crop(int width, int height, int out_width, int out_height,
   return crop_box{(width - w) / 2, (height - h) / 2, w, h};
 }
 
-namespace {
-
-// Source coordinates and weights of one output axis.
-struct axis_map {
-  std::vector<int> lo, hi;
-  std::vector<float> frac;
-};
-
 axis_map map_axis(double start, double length, int out, int limit,
                   bool flip) {
   axis_map m;
@@ -85,6 +77,8 @@ axis_map map_axis(double start, double length, int out, int limit,
   }
   return m;
 }
+
+namespace {
 
 template <class Out, class Store>
 void resample(const image& src, const crop_box& box, int out_w, int out_h,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "runtime/jpeg.hpp"
 #include "runtime/random.hpp"
@@ -31,6 +32,20 @@ crop_box center_crop(int width, int height, int out_width, int out_height,
 
 /// The whole image.
 crop_box full_image(int width, int height);
+
+/// Where the output pixels of one axis sample the source: output pixel i
+/// blends source pixels lo[i] and hi[i] with weight frac[i] on hi. Both
+/// resample functions use it; the GPU path (image_decode on "cuda") takes
+/// the maps computed here so that its arithmetic is the same.
+struct axis_map {
+  std::vector<int> lo, hi;
+  std::vector<float> frac;
+};
+
+/// The map of a window [start, start + length) of an axis of `limit`
+/// source pixels onto `out` output pixels (mirrored if `flip`).
+axis_map map_axis(double start, double length, int out, int limit,
+                  bool flip);
 
 /// Bilinear resample of `box` of `src` to out_width x out_height (pixel
 /// centers at +0.5, as TF's half_pixel_centers and PIL; samples inside

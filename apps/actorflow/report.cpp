@@ -53,7 +53,8 @@ std::vector<step_time_row> step_time_rows(const job_progress& p) {
     {"push_ms", &step_time_row::push},
     {"grad_d2h_ms", &step_time_row::grad_d2h},
     {"gap_ms", &step_time_row::gap},
-    {"device_busy", &step_time_row::device_busy}};
+    {"device_busy", &step_time_row::device_busy},
+    {"input_in_place", &step_time_row::input_in_place}};
   std::vector<step_time_row> rows;
   std::map<std::string, size_t> at;
   for (auto& s : p.stages) {
@@ -172,10 +173,11 @@ void print_summary(std::FILE* out, const std::string& job_name,
                  "%.3f + pull %.3f (parameters H2D %.3f) + wait for input "
                  "%.3f + compute %.3f (host %.3f) + push %.3f (gradients D2H "
                  "%.3f) + gaps %.3f; input H2D %.3f, outside the sum; "
-                 "device busy %.0f%%\n",
+                 "input read in GPU memory %.0f%%; device busy %.0f%%\n",
                  x.stage.c_str(), x.timed_steps, x.step, x.prepare, x.pull,
                  x.param_h2d, x.input_wait, x.compute, x.compute_host, x.push,
-                 x.grad_d2h, x.gap, x.input_h2d, 100.0 * x.device_busy);
+                 x.grad_d2h, x.gap, x.input_h2d, 100.0 * x.input_in_place,
+                 100.0 * x.device_busy);
   if (t.evaluated) {
     std::fprintf(out, "  test (step %.0f): loss %.4f", t.eval_step,
                  t.test_loss);
@@ -249,7 +251,8 @@ void write_report_json(std::FILE* out, const std::string& job_name,
                          {"push_ms", rounded(x.push, 4)},
                          {"grad_d2h_ms", rounded(x.grad_d2h, 4)},
                          {"gap_ms", rounded(x.gap, 4)},
-                         {"device_busy", rounded(x.device_busy, 4)}});
+                         {"device_busy", rounded(x.device_busy, 4)},
+                         {"input_in_place", rounded(x.input_in_place, 4)}});
   json report = {{"job", job_name},
                  {"ok", r.ok},
                  {"stopped", r.stopped},

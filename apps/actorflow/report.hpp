@@ -42,6 +42,7 @@ struct step_time_row {
   double step = 0, prepare = 0, pull = 0, param_h2d = 0, input_wait = 0,
          input_h2d = 0, compute = 0, compute_host = 0, push = 0,
          grad_d2h = 0, gap = 0, device_busy = 0;
+  double input_in_place = 0; // share of batches read in the GPU's memory
 };
 
 /// One row per stage whose replicas reported timed steps.

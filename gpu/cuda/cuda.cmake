@@ -98,6 +98,41 @@ if(AF_CUDA)
       $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr
         -Xcompiler=-Wall,-Wextra,-Werror --Werror=all-warnings>)
     set_property(GLOBAL PROPERTY AF_HAVE_CUDA ON)
+
+    # nvJPEG (image_decode on a GPU): part of NVIDIA's CUDA toolkit, but
+    # not of every installation (the wheels the toolkit may come from ship
+    # it apart, as nvidia-nvjpeg). AF_NVJPEG_ROOT names a directory that
+    # holds include/nvjpeg.h and lib/libnvjpeg.so*.
+    set(AF_NVJPEG_ROOT "" CACHE PATH "Where nvJPEG is, if not in the CUDA toolkit")
+    find_path(NVJPEG_INCLUDE_DIR nvjpeg.h
+              HINTS ${AF_NVJPEG_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS}
+              NO_DEFAULT_PATH)
+    find_library(NVJPEG_LIBRARY NAMES nvjpeg libnvjpeg.so.13
+                 HINTS ${AF_NVJPEG_ROOT}/lib ${AF_NVJPEG_ROOT}/lib64
+                       ${CUDAToolkit_LIBRARY_DIR}
+                 NO_DEFAULT_PATH)
+    set_property(GLOBAL PROPERTY AF_HAVE_NVJPEG OFF)
+    if(NVJPEG_INCLUDE_DIR AND NVJPEG_LIBRARY)
+      message(STATUS "nvJPEG: built (${NVJPEG_LIBRARY})")
+      target_sources(af_gpu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/nvjpeg_decoder.cu)
+      target_include_directories(af_gpu PRIVATE ${NVJPEG_INCLUDE_DIR})
+      if(NOT TARGET ActorFlow::dep_nvjpeg)
+        add_library(ActorFlow::dep_nvjpeg UNKNOWN IMPORTED)
+        set_target_properties(ActorFlow::dep_nvjpeg PROPERTIES
+          IMPORTED_LOCATION "${NVJPEG_LIBRARY}")
+      endif()
+      target_link_libraries(af_gpu PRIVATE ActorFlow::dep_nvjpeg)
+      target_compile_definitions(af_gpu PUBLIC AF_HAVE_NVJPEG)
+      set_property(GLOBAL PROPERTY AF_HAVE_NVJPEG ON)
+      # Where programs installed from this build find it (it need not be
+      # in a system directory): ActorFlowInstall.cmake adds it to their
+      # install RPATH.
+      get_filename_component(_af_nvjpeg_dir "${NVJPEG_LIBRARY}" DIRECTORY)
+      set_property(GLOBAL PROPERTY AF_NVJPEG_LIBDIR "${_af_nvjpeg_dir}")
+    else()
+      message(STATUS "nvJPEG: not built: nvjpeg.h or libnvjpeg not found "
+                     "in the CUDA toolkit (set AF_NVJPEG_ROOT)")
+    endif()
   endif()
 else()
   message(STATUS "CUDA device: off (AF_CUDA=OFF)")

@@ -63,6 +63,7 @@ public:
 
   std::string name() const override { return name_; }
   bool is_cuda() const noexcept override { return true; }
+  int ordinal() const noexcept override { return ordinal_; }
 
   // fp32: cublasSgemm with CUBLAS_DEFAULT_MATH (no TF32 since CUDA 11)
   // and FMA-only convolutions. tf32 and bf16: cublasGemmEx with float32
@@ -286,6 +287,12 @@ public:
   void mul(const float* a, const float* b, float* y, size_t n) override {
     bind();
     cuda::mul(compute_, a, b, y, n);
+  }
+
+  void hwc_to_chw(const float* x, float* y, int n, int h, int w,
+                  int c) override {
+    bind();
+    cuda::hwc_to_chw(compute_, x, y, n, h, w, c);
   }
 
   // --- layers ----------------------------------------------------------

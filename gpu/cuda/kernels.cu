@@ -54,6 +54,18 @@ __global__ void mul_kernel(const float* a, const float* b, float* y, size_t n) {
     y[i] = a[i] * b[i];
 }
 
+// One thread per output value: the writes are coalesced, the reads strided
+// by c (c is 3 for RGB).
+__global__ void hwc_to_chw_kernel(const float* x, float* y, size_t n,
+                                  size_t plane, size_t c) {
+  for (size_t o = first_index(); o < n; o += grid_stride()) {
+    size_t p = o % plane;
+    size_t k = (o / plane) % c;
+    size_t i = o / (plane * c);
+    y[o] = x[(i * plane + p) * c + k];
+  }
+}
+
 __global__ void relu_forward_kernel(const float* x, float* y, size_t n) {
   for (size_t i = first_index(); i < n; i += grid_stride())
     y[i] = x[i] > 0.0f ? x[i] : 0.0f;
@@ -160,6 +172,17 @@ void mul(cudaStream_t s, const float* a, const float* b, float* y, size_t n) {
     return;
   mul_kernel<<<grid_for(n), block, 0, s>>>(a, b, y, n);
   check_launch("mul_kernel");
+}
+
+void hwc_to_chw(cudaStream_t s, const float* x, float* y, int n, int h, int w,
+                int c) {
+  auto plane = static_cast<size_t>(h) * static_cast<size_t>(w);
+  auto total = static_cast<size_t>(n) * plane * static_cast<size_t>(c);
+  if (total == 0)
+    return;
+  hwc_to_chw_kernel<<<grid_for(total), block, 0, s>>>(
+    x, y, total, plane, static_cast<size_t>(c));
+  check_launch("hwc_to_chw_kernel");
 }
 
 void relu_forward(cudaStream_t s, const float* x, float* y, size_t n) {

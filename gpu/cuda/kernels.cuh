@@ -16,6 +16,8 @@ void fill(cudaStream_t s, float* x, size_t n, float value);
 void add_bias(cudaStream_t s, float* y, const float* b, int m, int n);
 void bias_grad(cudaStream_t s, const float* dy, float* db, int m, int n);
 void mul(cudaStream_t s, const float* a, const float* b, float* y, size_t n);
+void hwc_to_chw(cudaStream_t s, const float* x, float* y, int n, int h, int w,
+                int c);
 // Own kernels rather than cudnnActivation*: the interface pins the
 // gradient at y == 0 (it is 0), which cuDNN does not document, and sizes
 // are size_t where cuDNN's are int.

@@ -8,6 +8,10 @@
 #include <map>
 #include <set>
 
+#include <google/protobuf/text_format.h>
+
+#include "actors/image_decode.hpp"
+#include "gpu/jpeg_decoder.hpp"
 #include "proto/example.pb.h"
 #include "runtime/autotune.hpp"
 #include "runtime/jpeg.hpp"
@@ -863,4 +867,34 @@ TEST_CASE_METHOD(fixture, "stages that drop or replay items keep sequence "
   for (auto& b : obs->collected)
     records += b.records();
   CHECK(records == 2 * 905);
+}
+
+TEST_CASE("image_decode refuses a device it does not know, and names the "
+          "device it cannot open",
+          "[input]") {
+  auto stage = [](const std::string& device) {
+    topology::Stage s;
+    REQUIRE(google::protobuf::TextFormat::ParseFromString(
+      "name: \"decode\" type: \"image_decode\" image_decode { height: 8 "
+      "width: 8 device: \""
+        + device + "\" }",
+      &s));
+    return s;
+  };
+  auto type = image_decode_type();
+  CHECK_THAT(type.check(stage("tpu")),
+             Catch::Contains("image_decode.device must be \"cpu\", \"cuda\" "
+                             "or \"cuda:N\", got \"tpu\""));
+  CHECK_THAT(type.check(stage("cuda:")), Catch::Contains("got \"cuda:\""));
+  CHECK(type.check(stage("cuda:1")).empty());
+  CHECK(type.check(stage("cpu")).empty());
+  stage_info info;
+  info.name = "decode";
+  CHECK(type.make(info, stage("cpu")) != nullptr);
+  std::string why;
+  if (gpu::nvjpeg_available(&why))
+    return; // the device exists here: tests/actors/image_decode_gpu_test.cpp
+  CHECK_THROWS_WITH(type.make(info, stage("cuda")),
+                    Catch::Contains("device \"cuda\": ")
+                      && Catch::Contains(why));
 }

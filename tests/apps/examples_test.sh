@@ -17,9 +17,17 @@
 # on the GPU (device "cuda"; the trainers with that precision), the same
 # targets apply, and the summary must hold the step-time breakdown. Without
 # a GPU that prints "SKIP: no GPU: <why>" (CTest: skipped).
-#   examples_test.sh ACTORFLOW EXAMPLE_DIR NAME DATA_DIR [PRECISION]
+# PRECISION_nvjpeg (fmnist_cnn only) also decodes the training images on
+# the GPU (image_decode device "cuda"), after the batcher, so that each
+# batch goes to the trainer in GPU memory; the summary must say that every
+# batch was read there. Without nvJPEG in the build that is a skip too.
+#   examples_test.sh ACTORFLOW EXAMPLE_DIR NAME DATA_DIR [PRECISION[_nvjpeg]]
 set -euo pipefail
 bin=$1 examples=$2 name=$3 data=$4 precision=${5:-}
+nvjpeg=
+if [[ $precision == *_nvjpeg ]]; then
+  precision=${precision%_nvjpeg} nvjpeg=1
+fi
 work=$(mktemp -d)
 killed=
 trap '[ -z "$killed" ] || kill -9 "$killed" 2>/dev/null; rm -rf "$work"' EXIT
@@ -47,7 +55,7 @@ sed -e "s|build/data/fmnist/|$data/|" \
 # skip_without_gpu ERR: a GPU run that failed for want of a GPU is skipped.
 skip_without_gpu() {
   local why
-  if [ -n "$precision" ] && why=$(grep -o -m1 'CUDA is not available: .*\|this build has no CUDA device' "$1"); then
+  if [ -n "$precision" ] && why=$(grep -o -m1 'CUDA is not available: .*\|this build has no CUDA device.*\|no nvJPEG decoder.*' "$1"); then
     echo "SKIP: no GPU: $why"; exit 0
   fi
 }
@@ -56,6 +64,10 @@ if [ -n "$precision" ]; then
          -e "s|evaluator { |evaluator { device: \"cuda\" |" "$work/job.pbtxt"
   grep -q "precision: \"$precision\"" "$work/job.pbtxt" && grep -q 'evaluator { device: "cuda"' "$work/job.pbtxt" || {
     echo "FAIL: could not put $name's trainers and evaluator on the GPU"; exit 1; }
+fi
+if [ -n "$nvjpeg" ]; then
+  bash "$(dirname "$0")/decode_on_gpu.sh" "$work/job.pbtxt" || {
+    echo "FAIL: could not move $name's decoding after the batcher, onto the GPU"; exit 1; }
 fi
 resume=()
 if grep -q '^checkpoint {' "$work/job.pbtxt"; then
@@ -86,6 +98,10 @@ cat "$work/out"
 if [ -n "$precision" ]; then
   grep -q '^  step time of train (.* steps timed), ms: .*device busy [0-9]*%$' "$work/out" || {
     echo "FAIL: no step-time breakdown in the summary"; exit 1; }
+fi
+if [ -n "$nvjpeg" ]; then
+  grep -q '^  step time of train .*input read in GPU memory 100%; ' "$work/out" || {
+    echo "FAIL: the trainers did not read every batch in GPU memory"; exit 1; }
 fi
 if [ ${#resume[@]} -gt 0 ]; then
   grep -q '^  resumed from .*(step [1-9]' "$work/out" || {

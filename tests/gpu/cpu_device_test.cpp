@@ -41,6 +41,23 @@ TEST_CASE("precision names parse, and the cpu device takes fp32 only",
   }
 }
 
+TEST_CASE("hwc_to_chw moves every value of [h, w, c] to [c, h, w]",
+          "[device]") {
+  auto dev = make_cpu_device();
+  CHECK(dev->ordinal() == -1);
+  const int n = 2, h = 3, w = 4, c = 3;
+  std::vector<float> x(n * h * w * c), y(x.size(), -1.0f);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(i);
+  dev->hwc_to_chw(x.data(), y.data(), n, h, w, c);
+  for (int i = 0; i < n; ++i)
+    for (int r = 0; r < h; ++r)
+      for (int q = 0; q < w; ++q)
+        for (int k = 0; k < c; ++k)
+          REQUIRE(y[static_cast<size_t>(((i * c + k) * h + r) * w + q)]
+                  == x[static_cast<size_t>(((i * h + r) * w + q) * c + k)]);
+}
+
 TEST_CASE("the cpu device times copies and compute spans while asked",
           "[device]") {
   auto dev = make_cpu_device();

@@ -164,6 +164,19 @@ TEST_CASE("cuda device agrees with cpu: relu forward and backward") {
   CHECK(dx.read(0) == dx.read(1));
 }
 
+TEST_CASE("cuda device agrees with cpu: hwc_to_chw") {
+  auto d = devices_or_skip();
+  if (!d)
+    return;
+  CHECK((*d)[1].ordinal() == 0);
+  const int n = 5, h = 17, w = 13, c = 3;
+  const size_t total = size_t(n) * h * w * c;
+  twin x(*d, random_floats(total, 50)), y(*d, total * sizeof(float));
+  for (int k = 0; k < 2; ++k)
+    (*d)[k].hwc_to_chw(x.f(k), y.f(k), n, h, w, c);
+  CHECK(y.read(0) == y.read(1));
+}
+
 TEST_CASE("cuda device agrees with cpu: conv2d forward and backward") {
   struct variant {
     conv2d_shape s;
