@@ -23,7 +23,12 @@
 #     (the 16-core slowdown of issue 19: which kernels OpenBLAS picked, and
 #     whether its threads matter); each run's log has OpenBLAS's kernel
 #     set.
-# nvJPEG decoding (issue 19 item 5) is not built yet; its row says so.
+#   - JPEG decoding (issue 19 item 5) of the packed ImageNet-sized
+#     photographs to 224x224 crops: nvJPEG (image_decode device "cuda",
+#     2 replicas) against libjpeg-turbo with one decoder per core, 25 s
+#     each, records/s from the summary's throughput line; and fmnist_cnn
+#     with its images decoded by nvJPEG after the batcher, so that batches
+#     reach the trainers in GPU memory.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 pack=${1:?usage: run.sh PACK_DIR (from bench/gpu/pack.sh)}
@@ -85,6 +90,9 @@ timeout 60 "$work/pack/bin/cuda_device_test" -d yes > "$res/cuda_device_test.txt
 agree=$(grep -E '^(All tests passed|test cases:)' "$res/cuda_device_test.txt" | head -1)
 skips=$(grep -c '^SKIP' "$res/cuda_device_test.txt")
 [ "$skips" -eq 0 ] || agree="$agree; $skips cases printed SKIP (no GPU)"
+log "gpu_stages_test (nvJPEG against libjpeg-turbo)"
+timeout 60 "$work/pack/bin/gpu_stages_test" -d yes > "$res/gpu_stages_test.txt" 2>&1
+nvjpeg_agree=$(grep -E '^(All tests passed|test cases:)|^SKIP' "$res/gpu_stages_test.txt" | head -1)
 
 # job NAME EXAMPLE DEVICE PRECISION TRAINERS: the example's topology with
 # the data here and its trainers (and, on cuda, evaluator) on DEVICE.
@@ -108,12 +116,16 @@ table() {
     cat "$res/machine.txt"
     echo
     echo "CUDA agreement tests: ${agree:-see cuda_device_test.txt}"
+    echo "nvJPEG agreement tests: ${nvjpeg_agree:-see gpu_stages_test.txt}"
+    grep 'mean |diff|' "$res/gpu_stages_test.txt" 2>/dev/null | sed 's/^/  /'
     echo
     printf '%-22s | %6s | %9s | %8s | %5s | %-44s | %s\n' run rc samples/s \
       accuracy "GPU%" "step time (summary)" "OpenBLAS"
     for r in "${rows[@]}"; do echo "$r"; done
     echo
-    echo "nvJPEG decoding: not built yet (issue 19 item 5)"
+    echo
+    printf '%-22s | %6s | %9s\n' "decoding run" rc "images/s"
+    for r in "${decode_rows[@]}"; do echo "$r"; done
     echo "rc 124: stopped by its time limit (SIGINT; the summary is of the run so far)"
     echo "total: $((SECONDS - started)) s"
   } > "$res/table.txt"
@@ -122,6 +134,7 @@ table() {
 }
 
 rows=()
+decode_rows=()
 # run NAME LIMIT_S [ENV...]: runs $res/NAME.pbtxt (stopped with SIGINT
 # after LIMIT_S), samples the GPU, adds a row.
 run() {
@@ -165,6 +178,32 @@ run() {
   table
 }
 
+# decode NAME DEVICE DECODERS LIMIT_S: bench/gpu/decode.pbtxt.in's pipeline
+# over the packed photographs; a row with the summary's records/s.
+decode() {
+  local name=$1 device=$2 decoders=$3 limit=$4
+  local fmt='%-22s | %6s | %9s'
+  local left=$((budget - (SECONDS - started) - 35))
+  if [ ! -d "$pack/images" ] || [ "$left" -lt 15 ]; then
+    decode_rows+=("$(printf "$fmt" "$name" skip "not run: no images in the pack, or the $budget s are spent")")
+    table
+    return
+  fi
+  [ "$left" -lt "$limit" ] && limit=$left
+  [ "$cap" -gt 0 ] && [ "$cap" -lt "$limit" ] && limit=$cap
+  log "decode $name (at most $limit s)"
+  sed -e "s|@DIR@|$pack/images|" -e "s|@DECODERS@|$decoders|" \
+      -e "s|@DEVICE@|$device|" "$root/bench/gpu/decode.pbtxt.in" \
+      > "$res/$name.pbtxt"
+  timeout -k 30 -s INT "$limit" "$bin" run "$res/$name.pbtxt" --no-progress \
+    --report-json "$res/$name.json" > "$res/$name.txt" 2> "$res/$name.log"
+  local rc=$?
+  local rate
+  rate=$(sed -n 's/^  throughput: \([0-9]*\) records\/s.*/\1/p' "$res/$name.txt")
+  decode_rows+=("$(printf "$fmt" "$name" "$rc" "${rate:--}")")
+  table
+}
+
 half=$((cores / 2))
 [ "$half" -ge 1 ] || half=1
 # fp32 on the GPU and the CPU's CNN first: if the GPU runs take their
@@ -173,6 +212,17 @@ job gpu-mlp-fp32 fmnist_mlp cuda fp32 2;         run gpu-mlp-fp32 45
 job gpu-cnn-fp32 fmnist_cnn cuda fp32 2;         run gpu-cnn-fp32 60
 job cpu-cnn-2 fmnist_cnn cpu fp32 2;             run cpu-cnn-2 40
 job "cpu-cnn-$half" fmnist_cnn cpu fp32 "$half"; run "cpu-cnn-$half" 40
+decode "decode-cpu-$cores" cpu "$cores" 25
+decode decode-nvjpeg cuda 2 25
+# fmnist_cnn with nvJPEG after the batcher (as tests/apps/examples_test.sh's
+# PRECISION_nvjpeg variant; tests/apps/decode_on_gpu.sh): batches reach
+# the trainers in GPU memory.
+job gpu-cnn-fp32-nvjpeg fmnist_cnn cuda fp32 2
+if bash "$root/tests/apps/decode_on_gpu.sh" "$res/gpu-cnn-fp32-nvjpeg.pbtxt"; then
+  run gpu-cnn-fp32-nvjpeg 45
+else
+  rows+=("gpu-cnn-fp32-nvjpeg    |   skip | not run: decode_on_gpu.sh could not rewire the topology")
+fi
 for p in tf32 bf16; do
   job "gpu-cnn-$p" fmnist_cnn cuda "$p" 2;       run "gpu-cnn-$p" 60
 done
