@@ -1,7 +1,10 @@
 #include "runtime/image_ops.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <stdexcept>
+#include <utility>
 #include <vector>
 
 namespace af {
@@ -80,28 +83,115 @@ axis_map map_axis(double start, double length, int out, int limit,
 
 namespace {
 
-template <class Out, class Store>
-void resample(const image& src, const crop_box& box, int out_w, int out_h,
-              bool flip, Out* dst, Store store) {
-  auto xs = map_axis(box.x, box.width, out_w, src.width, flip);
-  auto ys = map_axis(box.y, box.height, out_h, src.height, false);
-  int c = src.channels;
-  size_t stride = static_cast<size_t>(src.width) * c;
+// The source rows a blend reads, as float: converting each once (the
+// compiler vectorizes it) is cheaper than converting four bytes for every
+// output value. float(a) - float(b) is exactly float(a - b) for bytes, so
+// the results are those of blending the bytes directly.
+class float_rows {
+public:
+  float_rows(const image& src, int first, int end)
+    : src_(src), first_(first), width_(end - first) {
+    for (auto& r : rows_)
+      r.values.resize(static_cast<size_t>(width_) * src.channels);
+  }
+  // Source rows y0 and y1 (columns [first, end) of the constructor) as
+  // floats, kept from the last call where they were there.
+  std::pair<const float*, const float*> pair(int y0, int y1) {
+    int s0 = slot_of(y0);
+    if (s0 < 0)
+      s0 = load(y0, slot_of(y1) == 0 ? 1 : 0);
+    int s1 = y1 == y0 ? s0 : slot_of(y1);
+    if (s1 < 0)
+      s1 = load(y1, 1 - s0);
+    return {rows_[s0].values.data(), rows_[s1].values.data()};
+  }
+
+private:
+  struct cached {
+    int y = -1;
+    std::vector<float> values;
+  };
+  int slot_of(int y) const {
+    return rows_[0].y == y ? 0 : (rows_[1].y == y ? 1 : -1);
+  }
+  int load(int y, int slot) {
+    auto& r = rows_[slot];
+    r.y = y;
+    const uint8_t* in = src_.pixels.data()
+                        + (static_cast<size_t>(y) * src_.width + first_)
+                            * static_cast<size_t>(src_.channels);
+    float* out = r.values.data();
+    for (size_t i = 0, n = r.values.size(); i < n; ++i)
+      out[i] = in[i];
+    return slot;
+  }
+
+  const image& src_;
+  int first_, width_;
+  cached rows_[2];
+};
+
+// The bilinear blend of every output value, with C channels known at
+// compile time (the arithmetic, and so every result, is the same for any C;
+// a constant C lets the compiler unroll and keep the store's constants in
+// registers).
+template <int C, class Out, class Store>
+void blend(const image& src, const axis_map& xs, const axis_map& ys,
+           Out* __restrict dst, Store store) {
+  auto out_w = static_cast<int>(xs.lo.size());
+  auto out_h = static_cast<int>(ys.lo.size());
+  // The columns read, and the offsets into a row of them.
+  int first = *std::min_element(xs.lo.begin(), xs.lo.end());
+  int end = *std::max_element(xs.hi.begin(), xs.hi.end()) + 1;
+  std::vector<int> lo(xs.lo.size()), hi(xs.hi.size());
+  for (size_t i = 0; i < lo.size(); ++i) {
+    lo[i] = (xs.lo[i] - first) * C;
+    hi[i] = (xs.hi[i] - first) * C;
+  }
+  float_rows rows{src, first, end};
   for (int y = 0; y < out_h; ++y) {
-    auto* r0 = src.pixels.data() + ys.lo[y] * stride;
-    auto* r1 = src.pixels.data() + ys.hi[y] * stride;
+    auto [r0, r1] = rows.pair(ys.lo[y], ys.hi[y]);
     float fy = ys.frac[y];
-    Out* row = dst + static_cast<size_t>(y) * out_w * c;
+    Out* row = dst + static_cast<size_t>(y) * out_w * C;
     for (int x = 0; x < out_w; ++x) {
-      int x0 = xs.lo[x] * c, x1 = xs.hi[x] * c;
+      const float* a0 = r0 + lo[x];
+      const float* a1 = r0 + hi[x];
+      const float* b0 = r1 + lo[x];
+      const float* b1 = r1 + hi[x];
       float fx = xs.frac[x];
-      for (int k = 0; k < c; ++k) {
-        float top = r0[x0 + k] + (r0[x1 + k] - r0[x0 + k]) * fx;
-        float bottom = r1[x0 + k] + (r1[x1 + k] - r1[x0 + k]) * fx;
-        row[x * c + k] = store(top + (bottom - top) * fy, k);
+      for (int k = 0; k < C; ++k) {
+        float top = a0[k] + (a1[k] - a0[k]) * fx;
+        float bottom = b0[k] + (b1[k] - b0[k]) * fx;
+        row[x * C + k] = store(top + (bottom - top) * fy, k);
       }
     }
   }
+}
+
+template <class Out, class Store>
+void resample(const image& src, const crop_box& box, int out_w, int out_h,
+              bool flip, Out* dst, Store store) {
+  auto xs = map_axis(box.x, box.width, out_w,
+                     src.full_width > 0 ? src.full_width : src.width, flip);
+  auto ys = map_axis(box.y, box.height, out_h,
+                     src.full_height > 0 ? src.full_height : src.height,
+                     false);
+  // Into the window's own coordinates; every sample must lie inside it.
+  auto shift = [](axis_map& m, int origin, int size) {
+    for (size_t i = 0; i < m.lo.size(); ++i) {
+      m.lo[i] -= origin;
+      m.hi[i] -= origin;
+      if (m.lo[i] < 0 || m.hi[i] >= size)
+        throw std::logic_error("resample: the box samples outside the "
+                               "decoded window");
+    }
+  };
+  shift(xs, src.left, src.width);
+  shift(ys, src.top, src.height);
+  if (src.channels == 3)
+    blend<3>(src, xs, ys, dst, store);
+  else
+    blend<1>(src, xs, ys, dst, store);
 }
 
 } // namespace
@@ -116,13 +206,14 @@ void resample_u8(const image& src, const crop_box& box, int out_width,
 void resample_f32(const image& src, const crop_box& box, int out_width,
                   int out_height, bool flip, const float* mean,
                   const float* stddev, float* dst) {
-  float scale[3], shift[3];
+  // Copied into the lambda, so that writes to dst cannot change them.
+  std::array<float, 3> scale{}, shift{};
   for (int k = 0; k < src.channels; ++k) {
     scale[k] = 1.0f / (255.0f * stddev[k]);
     shift[k] = -mean[k] / stddev[k];
   }
   resample(src, box, out_width, out_height, flip, dst,
-           [&](float v, int k) { return v * scale[k] + shift[k]; });
+           [scale, shift](float v, int k) { return v * scale[k] + shift[k]; });
 }
 
 } // namespace af

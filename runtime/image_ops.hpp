@@ -12,10 +12,6 @@
 
 namespace af {
 
-/// A crop rectangle in source pixels.
-struct crop_box {
-  double x = 0, y = 0, width = 0, height = 0;
-};
 
 /// torchvision's RandomResizedCrop: a random area fraction in
 /// [scale_lo, scale_hi] and aspect ratio in [ratio_lo, ratio_hi] (log-uniform),
@@ -49,8 +45,10 @@ axis_map map_axis(double start, double length, int out, int limit,
 
 /// Bilinear resample of `box` of `src` to out_width x out_height (pixel
 /// centers at +0.5, as TF's half_pixel_centers and PIL; samples inside
-/// `box` only, as cropping and then resizing), mirrored if `flip`. Writes
-/// u8 pixels, rounded half up.
+/// `box` only, as cropping and then resizing), mirrored if `flip`. `box`
+/// is in pixels of the whole image; `src` may be a window of it
+/// (image::left, top), which must hold every pixel the box samples.
+/// Writes u8 pixels, rounded half up.
 void resample_u8(const image& src, const crop_box& box, int out_width,
                  int out_height, bool flip, uint8_t* dst);
 

@@ -1,12 +1,18 @@
 #include "runtime/jpeg.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include <turbojpeg.h>
 
 namespace af {
 
 jpeg_codec::jpeg_codec() = default;
 
+// window_decoder is complete in jpeg_window.cpp, which defines the
+// destructor's part for it (destroy_window).
 jpeg_codec::~jpeg_codec() {
+  destroy_window();
   if (decompressor_ != nullptr)
     tjDestroy(decompressor_);
   if (compressor_ != nullptr)
@@ -41,20 +47,8 @@ bool jpeg_codec::decode(std::string_view data, int channels,
                         uint64_t max_pixels, image& out, int min_width,
                         int min_height, bool fast_dct) {
   jpeg_info info;
-  if (!header(data, info))
+  if (!header(data, info) || !check(info, channels, max_pixels))
     return false;
-  auto pixels = static_cast<uint64_t>(info.width)
-                * static_cast<uint64_t>(info.height);
-  if (pixels > max_pixels) {
-    error_ = "image of " + std::to_string(info.width) + "x"
-             + std::to_string(info.height) + " exceeds the limit of "
-             + std::to_string(max_pixels) + " pixels";
-    return false;
-  }
-  if (channels != 1 && channels != 3) {
-    error_ = "channels must be 1 or 3";
-    return false;
-  }
   // The smallest scale (fewest pixels) that still covers the target.
   int n = 0;
   auto* factors = tjGetScalingFactors(&n);
@@ -73,6 +67,7 @@ bool jpeg_codec::decode(std::string_view data, int channels,
   out.width = w;
   out.height = h;
   out.channels = channels;
+  out.left = out.top = out.full_width = out.full_height = 0;
   out.pixels.resize(static_cast<size_t>(w) * h * channels);
   int flags = fast_dct ? (TJFLAG_FASTDCT | TJFLAG_FASTUPSAMPLE) : 0;
   if (tjDecompress2(decompressor_,
@@ -87,6 +82,44 @@ bool jpeg_codec::decode(std::string_view data, int channels,
                + tjGetErrorStr2(decompressor_);
       return false;
     }
+  }
+  return true;
+}
+
+bool jpeg_codec::decode_whole(std::string_view data, int channels,
+                              uint64_t max_pixels, int out_width,
+                              int out_height, crop_box& box, image& out,
+                              bool fast_dct) {
+  jpeg_info info;
+  if (!header(data, info))
+    return false;
+  int min_w = static_cast<int>(
+    std::ceil(out_width * info.width / std::max(box.width, 1.0)));
+  int min_h = static_cast<int>(
+    std::ceil(out_height * info.height / std::max(box.height, 1.0)));
+  if (!decode(data, channels, max_pixels, out, min_w, min_h, fast_dct))
+    return false;
+  if (out.width != info.width) {
+    double sx = static_cast<double>(out.width) / info.width;
+    double sy = static_cast<double>(out.height) / info.height;
+    box = crop_box{box.x * sx, box.y * sy, box.width * sx, box.height * sy};
+  }
+  return true;
+}
+
+bool jpeg_codec::check(const jpeg_info& info, int channels,
+                       uint64_t max_pixels) {
+  auto pixels = static_cast<uint64_t>(info.width)
+                * static_cast<uint64_t>(info.height);
+  if (pixels > max_pixels) {
+    error_ = "image of " + std::to_string(info.width) + "x"
+             + std::to_string(info.height) + " exceeds the limit of "
+             + std::to_string(max_pixels) + " pixels";
+    return false;
+  }
+  if (channels != 1 && channels != 3) {
+    error_ = "channels must be 1 or 3";
+    return false;
   }
   return true;
 }
