@@ -35,6 +35,7 @@ struct decode_config {
   uint64_t max_pixels = 64000000; // larger images are refused undecoded
   bool skip_errors = false; // skip (and count) images that do not decode
   bool fast_dct = false; // libjpeg-turbo's fast integer DCT
+  bool full_decode = false; // every pixel, not only the crop's window
   std::string device = "cpu"; // or "cuda", "cuda:N": nvJPEG
 };
 
@@ -86,6 +87,7 @@ decode_config config_of(const topology::Stage& s) {
     c.max_pixels = static_cast<uint64_t>(p.max_pixels());
   c.skip_errors = p.on_error() == "skip";
   c.fast_dct = p.fast_dct();
+  c.full_decode = p.full_decode();
   if (!p.device().empty())
     c.device = p.device();
   return c;
@@ -314,19 +316,14 @@ private:
     if (!codec_.header(data, info))
       return false;
     auto [box, flip] = geometry_of(info, record_index, epoch);
-    // Let the decoder scale down while the crop still covers the output.
-    int min_w = static_cast<int>(
-      std::ceil(cfg_.width * info.width / std::max(box.width, 1.0)));
-    int min_h = static_cast<int>(
-      std::ceil(cfg_.height * info.height / std::max(box.height, 1.0)));
-    if (!codec_.decode(data, cfg_.channels, cfg_.max_pixels, img_, min_w,
-                       min_h, cfg_.fast_dct))
+    if (!(cfg_.full_decode
+            ? codec_.decode_whole(data, cfg_.channels, cfg_.max_pixels,
+                                  cfg_.width, cfg_.height, box, img_,
+                                  cfg_.fast_dct)
+            : codec_.decode_window(data, cfg_.channels, cfg_.max_pixels,
+                                   cfg_.width, cfg_.height, box, img_,
+                                   cfg_.fast_dct)))
       return false;
-    if (img_.width != info.width) {
-      double sx = static_cast<double>(img_.width) / info.width;
-      double sy = static_cast<double>(img_.height) / info.height;
-      box = crop_box{box.x * sx, box.y * sy, box.width * sx, box.height * sy};
-    }
     if (cfg_.as_u8)
       resample_u8(img_, box, cfg_.width, cfg_.height, flip,
                   reinterpret_cast<uint8_t*>(dst));
