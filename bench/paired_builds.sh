@@ -92,7 +92,7 @@ if [ ! -f "$tfr/train-00003-of-00004.tfrecord" ] ||
   fi
 fi
 fmnist=$(dirname "$(dpkg -L dataset-fashion-mnist | grep train-images-idx3)")
-sed -e "s|@FILES@|$tfr/*.tfrecord|" -e "s|@DECODERS@|2|" -e "s|@EPOCHS@|$image_epochs|" \
+sed -e "s|@FILES@|$tfr/*.tfrecord|" -e "s|@DECODERS@|2|" -e "s|@DECODE_OPTIONS@||" -e "s|@EPOCHS@|$image_epochs|" \
   "$root/bench/input_pipeline/actorflow_images.pbtxt.in" > "$work/images.pbtxt"
 sed -e "s|@TRAINERS@|2|" -e "s|@PS@|shards: 2|" -e "s|@EPOCHS@|$train_epochs|" \
   -e "s|@PREFETCH@|false|" -e "s|@DATA@|$fmnist|g" \

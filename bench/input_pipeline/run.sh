@@ -2,7 +2,9 @@
 # The input-pipeline benchmark: every contender on the same data with the
 # same 2 cores, ROUNDS times interleaved (round 1: A, B, C, ...; round 2:
 # A, B, C, ...), as a markdown table of medians and per-round ratios against
-# the plain TurboJPEG loop of the same round (docs/benchmarks.md shows one).
+# the plain TurboJPEG loop of the same round, which decodes whole images
+# (docs/benchmarks.md shows one). The plain loop and ActorFlow run twice:
+# decoding only each crop's window (the default) and whole images.
 # The machine is shared and noisy: a slow spell hits neighbouring runs
 # alike, so read the paired ratios. Needs a Release build (scripts/setup &&
 # cmake --build build/release), the Debian packages that
@@ -75,7 +77,9 @@ fi
 fm_epochs=10  # 600,000 images: long enough that start-up does not count
 
 sed -e "s|@FILES@|$tfr/*.tfrecord|" -e "s|@DECODERS@|$threads|" -e "s|@EPOCHS@|$epochs|" \
-  "$here/actorflow_images.pbtxt.in" > "$work/af.pbtxt"
+  -e "s|@DECODE_OPTIONS@||" "$here/actorflow_images.pbtxt.in" > "$work/af.pbtxt"
+sed -e "s|@FILES@|$tfr/*.tfrecord|" -e "s|@DECODERS@|$threads|" -e "s|@EPOCHS@|$epochs|" \
+  -e "s|@DECODE_OPTIONS@|full_decode: true|" "$here/actorflow_images.pbtxt.in" > "$work/af_full.pbtxt"
 sed -e "s|@FILES@|$fm/train-*.tfrecord|" -e "s|@EPOCHS@|$fm_epochs|" \
   "$here/actorflow_fmnist.pbtxt.in" > "$work/fm.pbtxt"
 
@@ -88,7 +92,9 @@ af_rate() {
 run_contender() {
   case $1 in
     plain) "$bin/input_plain_loop" --files "$tfr/*.tfrecord" --threads $threads --epochs "$epochs" | json_rate ;;
+    plain_window) "$bin/input_plain_loop" --files "$tfr/*.tfrecord" --threads $threads --epochs "$epochs" --decode window | json_rate ;;
     actorflow) af_rate "$work/af.pbtxt" ;;
+    actorflow_full) af_rate "$work/af_full.pbtxt" ;;
     tfdata) "$tfpy" "$here/tfdata_peer.py" --files "$tfr/*.tfrecord" --threads $threads --epochs "$epochs" 2>/dev/null | json_rate ;;
     tfdata_crop) "$tfpy" "$here/tfdata_peer.py" --files "$tfr/*.tfrecord" --threads $threads --epochs "$epochs" --decode-and-crop 2>/dev/null | json_rate ;;
     torch) /usr/bin/python3 "$here/torch_peer.py" --data "$images" --workers $threads --epochs "$epochs" 2>/dev/null | json_rate ;;
@@ -97,7 +103,7 @@ run_contender() {
   esac
 }
 
-contenders=(plain actorflow tfdata tfdata_crop)
+contenders=(plain plain_window actorflow actorflow_full tfdata tfdata_crop)
 if /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null; then
   contenders+=(torch)
 else
@@ -125,8 +131,10 @@ for line in open(path):
     r, c, v = line.split()
     rate[c][int(r)] = float(v)
 names = {
-    "plain": "plain C++ loop (TurboJPEG, preloaded bytes, 2 threads)",
-    "actorflow": "ActorFlow (actorflow_images.pbtxt.in, decode replicas = 2)",
+    "plain": "plain C++ loop, whole image decoded (TurboJPEG, preloaded bytes, 2 threads)",
+    "plain_window": "plain C++ loop, crop window decoded (libjpeg, --decode window)",
+    "actorflow": "ActorFlow, crop window decoded (actorflow_images.pbtxt.in, decode replicas = 2)",
+    "actorflow_full": "ActorFlow, whole image decoded (full_decode: true)",
     "tfdata": "tf.data (AUTOTUNE, deterministic=False, 2 threads)",
     "tfdata_crop": "tf.data + decode_and_crop_jpeg (AUTOTUNE, deterministic=False, 2 threads)",
     "torch": "PyTorch DataLoader + torchvision (2 workers)",
@@ -146,7 +154,8 @@ def table(rows, base, title):
 print(f"Images: {data_line}; {epochs} epochs timed ({count * epochs:,} images) per run. "
       f"{rounds} rounds, interleaved; medians, ratios against the plain loop of the same round.")
 print()
-table(["plain", "actorflow", "tfdata", "tfdata_crop", "torch"], "plain", "pipeline, 2 cores")
+table(["plain", "plain_window", "actorflow", "actorflow_full", "tfdata", "tfdata_crop", "torch"],
+      "plain", "pipeline, 2 cores")
 print()
 table(["fmplain", "fmaf"], "fmplain", "Fashion-MNIST JPEG records to batches")
 PY

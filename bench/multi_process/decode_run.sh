@@ -54,7 +54,7 @@ trap 'exit 130' INT TERM
 source "$root/bench/multi_process/nodes.sh"
 
 single=$work/single.pbtxt
-sed -e "s|@FILES@|$tfr/train-*.tfrecord|" -e "s|@DECODERS@|2|" \
+sed -e "s|@FILES@|$tfr/train-*.tfrecord|" -e "s|@DECODERS@|2|" -e "s|@DECODE_OPTIONS@||" \
     -e "s|@EPOCHS@|$epochs|" "$template" >"$single"
 
 start_node d1; start_node d2
