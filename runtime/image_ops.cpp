@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -171,6 +172,8 @@ void blend(const image& src, const axis_map& xs, const axis_map& ys,
 template <class Out, class Store>
 void resample(const image& src, const crop_box& box, int out_w, int out_h,
               bool flip, Out* dst, Store store) {
+  if (out_w <= 0 || out_h <= 0)
+    return;
   auto xs = map_axis(box.x, box.width, out_w,
                      src.full_width > 0 ? src.full_width : src.width, flip);
   auto ys = map_axis(box.y, box.height, out_h,
@@ -190,8 +193,11 @@ void resample(const image& src, const crop_box& box, int out_w, int out_h,
   shift(ys, src.top, src.height);
   if (src.channels == 3)
     blend<3>(src, xs, ys, dst, store);
-  else
+  else if (src.channels == 1)
     blend<1>(src, xs, ys, dst, store);
+  else
+    throw std::logic_error("resample: images have 1 or 3 channels, not "
+                           + std::to_string(src.channels));
 }
 
 } // namespace

@@ -99,7 +99,7 @@ bool jpeg_codec::decode_whole(std::string_view data, int channels,
     std::ceil(out_height * info.height / std::max(box.height, 1.0)));
   if (!decode(data, channels, max_pixels, out, min_w, min_h, fast_dct))
     return false;
-  if (out.width != info.width) {
+  if (out.width != info.width || out.height != info.height) {
     double sx = static_cast<double>(out.width) / info.width;
     double sy = static_cast<double>(out.height) / info.height;
     box = crop_box{box.x * sx, box.y * sy, box.width * sx, box.height * sy};

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <csetjmp>
 #include <cstdio>
+#include <stdexcept>
+#include <string>
 
 #include <jpeglib.h>
 
@@ -34,6 +36,11 @@ struct jpeg_codec::window_decoder {
     // TurboJPEG's decode() accepts them; nothing goes to stderr.
     err.pub.output_message = [](j_common_ptr) {
     };
+    // libjpeg reports a failure here (no memory) through error_exit too.
+    if (setjmp(err.jump) != 0)
+      throw std::runtime_error(std::string{"cannot initialise the JPEG "
+                                           "decoder: "}
+                               + err.message);
     jpeg_create_decompress(&cinfo);
   }
   ~window_decoder() { jpeg_destroy_decompress(&cinfo); }
@@ -60,23 +67,29 @@ void needed(double start, double length, int limit, int& first, int& end) {
   end = std::min(static_cast<int>(hi) + 3, limit);
 }
 
-// The smallest scale n/8 of the image that keeps a box of bw x bh pixels
-// at least out_w x out_h, with libjpeg's rounding of the scaled size, among
-// 1/8 .. largest/8 and 1. largest 4 (the default): the scales
-// decode_whole() picks from, so that both paths decode at the same scale
-// and give the same bytes.
+// The scale n/8 of the image that keeps a box of bw x bh pixels at least
+// out_w x out_h with the fewest pixels, with libjpeg's rounding of the
+// scaled size, among largest/8 .. 1/8 and 1. With largest 4 (the default)
+// it is the scale decode() picks, by decode()'s own rule (largest first; a
+// smaller one only for strictly fewer pixels), so that both paths decode
+// at the same scale and give the same bytes.
 int scale_eighths(int w, int h, double bw, double bh, int out_w, int out_h,
                   int largest) {
   int min_w = static_cast<int>(std::ceil(out_w * w / std::max(bw, 1.0)));
   int min_h = static_cast<int>(std::ceil(out_h * h / std::max(bh, 1.0)));
-  for (int n = 1; n <= largest; ++n) {
+  if (min_w <= 0 || min_h <= 0)
+    return 8;
+  int best = 8;
+  int64_t pixels = static_cast<int64_t>(w) * h;
+  for (int n = largest; n >= 1; --n) {
     int sw = static_cast<int>((static_cast<int64_t>(w) * n + 7) / 8);
     int sh = static_cast<int>((static_cast<int64_t>(h) * n + 7) / 8);
-    if (sw >= min_w && sh >= min_h
-        && static_cast<int64_t>(sw) * sh < static_cast<int64_t>(w) * h)
-      return n;
+    if (sw >= min_w && sh >= min_h && static_cast<int64_t>(sw) * sh < pixels) {
+      best = n;
+      pixels = static_cast<int64_t>(sw) * sh;
+    }
   }
-  return 8;
+  return best;
 }
 
 struct window_request {
@@ -118,6 +131,15 @@ bool run(jpeg_decompress_struct& c, std::jmp_buf& jump, JSAMPROW* rows,
   int x0, x1, y0, y1;
   needed(box.x, box.width, ow, x0, x1);
   needed(box.y, box.height, oh, y0, y1);
+  if (c.progressive_mode) {
+    // Block smoothing (a progressive file whose coefficients are not all
+    // there) reads the DC values of up to two blocks on each side, and
+    // libjpeg takes those left of a cropped row from the row's first
+    // block: keep two iMCUs more on each side out of what is sampled.
+    int imcu = c.max_h_samp_factor * c.min_DCT_scaled_size;
+    x0 = std::max(x0 - 2 * imcu, 0);
+    x1 = std::min(x1 + 2 * imcu, ow);
+  }
   auto xoff = static_cast<JDIMENSION>(x0);
   auto width = static_cast<JDIMENSION>(x1 - x0);
   if (width < c.output_width)
@@ -156,12 +178,37 @@ bool jpeg_codec::decode_window(std::string_view data, int channels,
   jpeg_info info;
   if (!header(data, info) || !check(info, channels, max_pixels))
     return false;
-  if (window_ == nullptr)
-    window_ = new window_decoder;
+  if (window_ == nullptr) {
+    try {
+      window_ = new window_decoder;
+    } catch (const std::exception& e) {
+      error_ = e.what();
+      return false;
+    }
+  }
   auto& d = *window_;
   if (largest_eighths < 1 || largest_eighths > 7) {
     error_ = "decode_window: largest_eighths must be 1..7";
     return false;
+  }
+  // A window that is the whole image: TurboJPEG's decode, whose bytes
+  // libjpeg's API does not always give (a 3 x 3 image at 1/2 differs).
+  int n = scale_eighths(info.width, info.height, box.width, box.height,
+                        out_width, out_height, largest_eighths);
+  int sw = static_cast<int>((static_cast<int64_t>(info.width) * n + 7) / 8);
+  int sh = static_cast<int>((static_cast<int64_t>(info.height) * n + 7) / 8);
+  double sx = static_cast<double>(sw) / info.width;
+  double sy = static_cast<double>(sh) / info.height;
+  int x0, x1, y0, y1;
+  needed(box.x * sx, box.width * sx, sw, x0, x1);
+  needed(box.y * sy, box.height * sy, sh, y0, y1);
+  if (largest_eighths == 4 && x0 == 0 && x1 == sw && y0 == 0 && y1 == sh) {
+    if (!decode_whole(data, channels, max_pixels, out_width, out_height, box,
+                      out, fast_dct))
+      return false;
+    out.full_width = out.width;
+    out.full_height = out.height;
+    return true;
   }
   window_request r{data,       channels, out_width,
                    out_height, fast_dct, largest_eighths};
