@@ -47,7 +47,15 @@ bool jpeg_codec::decode(std::string_view data, int channels,
                         uint64_t max_pixels, image& out, int min_width,
                         int min_height, bool fast_dct) {
   jpeg_info info;
-  if (!header(data, info) || !check(info, channels, max_pixels))
+  return header(data, info)
+         && decode_from(info, data, channels, max_pixels, out, min_width,
+                        min_height, fast_dct);
+}
+
+bool jpeg_codec::decode_from(const jpeg_info& info, std::string_view data,
+                             int channels, uint64_t max_pixels, image& out,
+                             int min_width, int min_height, bool fast_dct) {
+  if (!check(info, channels, max_pixels))
     return false;
   // The smallest scale (fewest pixels) that still covers the target.
   int n = 0;
@@ -91,13 +99,22 @@ bool jpeg_codec::decode_whole(std::string_view data, int channels,
                               int out_height, crop_box& box, image& out,
                               bool fast_dct) {
   jpeg_info info;
-  if (!header(data, info))
-    return false;
+  return header(data, info)
+         && decode_whole_from(info, data, channels, max_pixels, out_width,
+                              out_height, box, out, fast_dct);
+}
+
+bool jpeg_codec::decode_whole_from(const jpeg_info& info,
+                                   std::string_view data, int channels,
+                                   uint64_t max_pixels, int out_width,
+                                   int out_height, crop_box& box, image& out,
+                                   bool fast_dct) {
   int min_w = static_cast<int>(
     std::ceil(out_width * info.width / std::max(box.width, 1.0)));
   int min_h = static_cast<int>(
     std::ceil(out_height * info.height / std::max(box.height, 1.0)));
-  if (!decode(data, channels, max_pixels, out, min_w, min_h, fast_dct))
+  if (!decode_from(info, data, channels, max_pixels, out, min_w, min_h,
+                   fast_dct))
     return false;
   if (out.width != info.width || out.height != info.height) {
     double sx = static_cast<double>(out.width) / info.width;

@@ -88,6 +88,15 @@ public:
 
 private:
   bool check(const jpeg_info& info, int channels, uint64_t max_pixels);
+  // decode() and decode_whole() of `data`, whose header() gave `info`:
+  // each parse of the header costs, and a 28 x 28 image is mostly header.
+  bool decode_from(const jpeg_info& info, std::string_view data, int channels,
+                   uint64_t max_pixels, image& out, int min_width,
+                   int min_height, bool fast_dct);
+  bool decode_whole_from(const jpeg_info& info, std::string_view data,
+                         int channels, uint64_t max_pixels, int out_width,
+                         int out_height, crop_box& box, image& out,
+                         bool fast_dct);
   void destroy_window() noexcept;
   struct window_decoder; // libjpeg state for decode_window
   window_decoder* window_ = nullptr; // owned; freed by destroy_window

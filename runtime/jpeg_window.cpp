@@ -203,8 +203,8 @@ bool jpeg_codec::decode_window(std::string_view data, int channels,
   needed(box.x * sx, box.width * sx, sw, x0, x1);
   needed(box.y * sy, box.height * sy, sh, y0, y1);
   if (largest_eighths == 4 && x0 == 0 && x1 == sw && y0 == 0 && y1 == sh) {
-    if (!decode_whole(data, channels, max_pixels, out_width, out_height, box,
-                      out, fast_dct))
+    if (!decode_whole_from(info, data, channels, max_pixels, out_width,
+                           out_height, box, out, fast_dct))
       return false;
     out.full_width = out.width;
     out.full_height = out.height;
