@@ -172,12 +172,21 @@ private:
                                + std::to_string(item.seq);
   }
 
-  uint64_t record_index(const batch& item, int64_t i) const {
-    auto* index = item.find("index");
-    return index != nullptr && index->type() == dtype::i64
-             ? static_cast<uint64_t>(index->data_as<int64_t>()[i])
-             : item.seq * 100000 + static_cast<uint64_t>(i);
-  }
+  // The record indices of an item's records (the "index" field, or the
+  // item's sequence number and position), looked up once per item.
+  struct record_indices {
+    const int64_t* index = nullptr;
+    uint64_t seq = 0;
+    explicit record_indices(const batch& item) : seq(item.seq) {
+      auto* f = item.find("index");
+      if (f != nullptr && f->type() == dtype::i64)
+        index = f->data_as<int64_t>();
+    }
+    uint64_t operator[](int64_t i) const {
+      return index != nullptr ? static_cast<uint64_t>(index[i])
+                              : seq * 100000 + static_cast<uint64_t>(i);
+    }
+  };
 
   // An image that does not decode: the stage fails naming the record, or
   // the image is skipped and counted.
@@ -195,10 +204,12 @@ private:
     auto bytes = image_values() * dtype_size(out_type());
     auto out_t =
       tensor::allocate(out_type(), {n, cfg_.height, cfg_.width, cfg_.channels});
+    auto* out = out_t.mutable_data();
+    record_indices record_index{item};
     kept.reserve(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
-      auto* row = out_t.mutable_data() + kept.size() * bytes;
-      if (decode_one(images.string_at(i), record_index(item, i), item.epoch,
+      auto* row = out + kept.size() * bytes;
+      if (decode_one(images.string_at(i), record_index[i], item.epoch,
                      row))
         kept.push_back(i);
       else
@@ -221,6 +232,7 @@ private:
     auto n = images.elements();
     std::vector<gpu::jpeg_job> jobs(static_cast<size_t>(n));
     std::vector<axis_map> xs(jobs.size()), ys(jobs.size());
+    record_indices record_index{item};
     for (int64_t i = 0; i < n; ++i) {
       auto k = static_cast<size_t>(i);
       auto data = images.string_at(i);
@@ -229,7 +241,7 @@ private:
           || static_cast<uint64_t>(info.width) * info.height
                > cfg_.max_pixels)
         continue; // empty job: the GPU leaves it to the CPU
-      auto [box, flip] = geometry_of(info, record_index(item, i), item.epoch);
+      auto [box, flip] = geometry_of(info, record_index[i], item.epoch);
       xs[k] = map_axis(box.x, box.width, cfg_.width, info.width, flip);
       ys[k] = map_axis(box.y, box.height, cfg_.height, info.height, false);
       jobs[k] = gpu::jpeg_job{data,          info.width,      info.height,
@@ -254,7 +266,7 @@ private:
     std::vector<bool> lost(jobs.size(), false);
     for (auto k : failed) {
       auto i = static_cast<int64_t>(k);
-      if (decode_one(images.string_at(i), record_index(item, i), item.epoch,
+      if (decode_one(images.string_at(i), record_index[i], item.epoch,
                      row.data()))
         gpu_->write(*mem, k * bytes, row.data(), bytes);
       else {
