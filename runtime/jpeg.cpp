@@ -126,6 +126,11 @@ bool jpeg_codec::decode_whole_from(const jpeg_info& info,
 
 bool jpeg_codec::check(const jpeg_info& info, int channels,
                        uint64_t max_pixels) {
+  if (info.width < 1 || info.height < 1) {
+    error_ = "image of " + std::to_string(info.width) + "x"
+             + std::to_string(info.height) + " has no pixels";
+    return false;
+  }
   auto pixels = static_cast<uint64_t>(info.width)
                 * static_cast<uint64_t>(info.height);
   if (pixels > max_pixels) {
