@@ -37,14 +37,21 @@ bool outbound::open(peer_id id, uint64_t window, uint64_t byte_budget) {
   return true;
 }
 
-bool outbound::credit(peer_id id, uint64_t items, uint64_t bytes) {
+bool outbound::credit(peer_id id, const credit_grant& grant,
+                      std::vector<pending_ack_ptr>& released) {
   auto* e = find(id);
   if (e == nullptr)
     return false;
-  e->in_flight_items -= std::min(items, e->in_flight_items);
-  e->in_flight_bytes -= std::min(bytes, e->in_flight_bytes);
-  for (uint64_t i = 0; i < items && !e->unacked.empty(); ++i)
+  e->in_flight_items -= std::min(grant.items, e->in_flight_items);
+  e->in_flight_bytes -= std::min(grant.bytes, e->in_flight_bytes);
+  for (uint64_t i = 0; i < grant.acked && !e->unacked.empty(); ++i)
     e->unacked.pop_front();
+  auto delivered = e->keep ? grant.acked : grant.items;
+  for (uint64_t i = 0; i < delivered && !e->acks.empty(); ++i) {
+    if (e->acks.front())
+      released.push_back(std::move(e->acks.front()));
+    e->acks.pop_front();
+  }
   return true;
 }
 
@@ -68,7 +75,8 @@ void outbound::sent(edge& e, uint64_t bytes) noexcept {
     std::max(e.stats.max_in_flight_bytes, e.in_flight_bytes);
 }
 
-uint64_t outbound::remove(peer_id id, std::vector<batch>* resend) {
+uint64_t outbound::remove(peer_id id, std::vector<batch>* resend,
+                          std::vector<pending_ack_ptr>* acks) {
   auto i = std::find_if(edges_.begin(), edges_.end(),
                         [id](const edge& e) { return e.id == id; });
   if (i == edges_.end())
@@ -80,6 +88,8 @@ uint64_t outbound::remove(peer_id id, std::vector<batch>* resend) {
     for (auto& b : i->unacked)
       resend->push_back(std::move(b));
   }
+  if (acks != nullptr)
+    acks->insert(acks->end(), i->acks.begin(), i->acks.end());
   i->stats.lost_items += lost;
   i->stats.closed = true;
   removed_.push_back(i->stats);
@@ -127,11 +137,27 @@ bool inbound::consumed(edge& e, uint64_t bytes, bool idle) noexcept {
   return idle || e.done_items >= chunk;
 }
 
-std::pair<uint64_t, uint64_t> inbound::take_credit(edge& e) noexcept {
-  std::pair<uint64_t, uint64_t> result{e.done_items, e.done_bytes};
+credit_grant inbound::take_credit(edge& e) noexcept {
+  credit_grant result{e.done_items, e.done_bytes, e.acked};
   e.done_items = 0;
   e.done_bytes = 0;
+  e.acked = 0;
   return result;
+}
+
+pending_ack_ptr inbound::track(edge& e, size_t idx) {
+  auto ack = std::make_shared<pending_ack>();
+  ack->edge = idx;
+  e.pending.push_back(ack);
+  return ack;
+}
+
+bool inbound::settle(edge& e) {
+  while (!e.pending.empty() && e.pending.front()->waiting == 0) {
+    e.pending.pop_front();
+    ++e.acked;
+  }
+  return e.acked > 0;
 }
 
 std::vector<uint64_t> inbound::end_epoch(edge& e, uint64_t epoch) {

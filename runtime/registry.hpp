@@ -37,10 +37,11 @@ struct stage_type {
   bool one_to_one = false;
   /// A lost or failed replica's unfinished input goes to the other
   /// replicas of the stage (at-least-once; one_to_one stages do this
-  /// too): producers keep each item until the replica's credit for it
-  /// comes back, and the replica returns it only once the item's work is
-  /// done (stage_logic::held). Trainers: a batch counts as done once its
-  /// push was acknowledged (docs/training.md, "Losing a trainer").
+  /// too): producers keep each item until the replica acknowledges it,
+  /// once the item's work is done (stage_logic::held) and its outputs were
+  /// delivered (runtime/credit.hpp, pending_ack). Trainers: a batch counts
+  /// as done once its push was acknowledged (docs/training.md, "Losing a
+  /// trainer").
   bool resend_unfinished = false;
   /// A failed replica is logged and the job goes on as long as another
   /// replica of the stage runs or ended normally (trainers: the others keep

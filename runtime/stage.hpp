@@ -148,7 +148,10 @@ public:
   /// staged batch, and the one whose push is not yet acknowledged): their
   /// credit goes back only once they are done, so that on an input that
   /// re-sends (stage_type::resend_unfinished) the producer still holds
-  /// them if this replica is lost. The oldest finish first. Default: 0.
+  /// them if this replica is lost. The oldest finish first. Outputs made
+  /// for them when they finish (release(), finish()) are not waited for
+  /// before the producer forgets them, as outputs made by process() are
+  /// (runtime/credit.hpp, pending_ack). Default: 0.
   virtual size_t held() const;
   /// The most held() can be; such an input's window grows by it, so that
   /// the held items do not take the window's prefetch. Default: 0.

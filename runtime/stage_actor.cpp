@@ -43,10 +43,11 @@ void settle_held(stage_self self) {
   auto& st = self->state;
   auto held = st.setup.logic->held();
   while (st.credit_when_done.size() > held) {
-    auto& edge = st.in.edges()[st.credit_when_done.front()];
+    auto ack = std::move(st.credit_when_done.front());
     st.credit_when_done.pop_front();
-    if (st.in.consumed(edge, 0, true))
-      send_credit(self, edge);
+    release_ack(self, ack);
+    if (st.in.consumed(st.in.edges()[ack->edge], 0, true))
+      send_credit(self, st.in.edges()[ack->edge]);
   }
 }
 
@@ -56,8 +57,9 @@ void settle_held(stage_self self) {
 // bytes went back as they came: a byte budget never waits for them.)
 bool held_blocks(const stage_state& st) {
   auto& edges = st.in.edges();
-  for (auto idx : st.credit_when_done)
-    if (!edges[idx].ended && edges[idx].held_items >= edges[idx].window)
+  for (auto& ack : st.credit_when_done)
+    if (!edges[ack->edge].ended
+        && edges[ack->edge].held_items >= edges[ack->edge].window)
       return true;
   return false;
 }
@@ -76,13 +78,14 @@ void handle_input(stage_self self) {
       st.stats.bytes_in += bytes;
       edge.epochs_seen = std::max(edge.epochs_seen, ev.value.epoch + 1);
       st.setup.logic->process(std::move(ev.value), st);
+      auto ack = edge.resend ? track_outputs(st, ev.edge) : nullptr;
       if (edge.resend && !st.outputs.empty()) {
-        st.credit_after_output.emplace_back(ev.edge, bytes);
+        st.credit_after_output.emplace_back(std::move(ack), bytes);
       } else if (edge.resend) {
         // Its bytes go back now (a demand of 0 items): what the logic holds
         // must not use up the byte budget. The item's credit waits.
         edge.done_bytes += bytes;
-        st.credit_when_done.push_back(ev.edge);
+        st.credit_when_done.push_back(std::move(ack));
         settle_held(self);
         send_credit(self, edge);
       } else if (st.in.consumed(edge, bytes, false)) {
@@ -176,10 +179,13 @@ void pump(stage_self self) {
         return;
       if (!st.outputs.empty())
         break;
-      // What the items made went out: their producers may forget them.
-      for (auto [idx, bytes] : st.credit_after_output)
-        if (st.in.consumed(st.in.edges()[idx], bytes, false))
-          send_credit(self, st.in.edges()[idx]);
+      // What the items made went out: their credit goes back (and their
+      // producers may forget them once nothing else holds them).
+      for (auto& [ack, bytes] : st.credit_after_output) {
+        release_ack(self, ack);
+        if (st.in.consumed(st.in.edges()[ack->edge], bytes, false))
+          send_credit(self, st.in.edges()[ack->edge]);
+      }
       st.credit_after_output.clear();
       if (!st.inputs.empty()) {
         handle_input(self);
@@ -242,10 +248,11 @@ void pump(stage_self self) {
     return;
   }
   send_envelopes(self);
-  // Idle: hand back every bit of credit we hold so no producer waits on us.
+  // Idle: hand back every bit of credit we hold so no producer waits on us
+  // (and what may be forgotten).
   if (st.inputs.empty())
     for (auto& e : st.in.edges())
-      if (e.done_items > 0)
+      if (e.done_items > 0 || e.acked > 0)
         send_credit(self, e);
   st.waiting_for_credit = !st.outputs.empty() || producing(st);
 }
@@ -495,9 +502,14 @@ stage_actor::behavior_type stage_main(stage_self self, stage_setup setup) {
         self->state.out.open(sender_output(self), window, byte_budget);
       });
     },
-    [=](demand_atom, uint64_t items, uint64_t bytes) -> caf::result<void> {
+    [=](demand_atom, uint64_t items, uint64_t bytes,
+        uint64_t acked) -> caf::result<void> {
       return on_message(self, [&] {
-        self->state.out.credit(sender_output(self), items, bytes);
+        std::vector<pending_ack_ptr> released;
+        self->state.out.credit(sender_output(self),
+                               credit_grant{items, bytes, acked}, released);
+        for (auto& ack : released)
+          release_ack(self, ack);
       });
     },
     [=](barrier_atom, uint64_t id) -> caf::result<void> {

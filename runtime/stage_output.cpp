@@ -114,6 +114,13 @@ void flush_outputs(stage_self self) {
       st.stats.records_out += static_cast<uint64_t>(ev.value.records());
       st.stats.bytes_out += bytes;
       st.out.sent(*e, bytes);
+      // Delivered once the consumer acknowledges it (one that re-sends),
+      // or a consumer on another node credits it back; any other consumer
+      // on this node gets it for sure once it is sent (credit.hpp).
+      if (e->keep || e->stats.remote)
+        e->acks.push_back(std::move(ev.ack));
+      else
+        release_ack(self, ev.ack);
       if (e->keep)
         e->unacked.push_back(ev.value); // (tensors share their buffers)
       e->envelope.push_back(std::move(ev.value));
@@ -144,10 +151,26 @@ void flush_outputs(stage_self self) {
 }
 
 void send_credit(stage_self self, inbound::edge& e) {
-  auto [items, bytes] = self->state.in.take_credit(e);
-  if ((items > 0 || bytes > 0) && !e.ended)
-    self->send(via_data_plane(self, e.peer), demand_atom::value, items,
-               bytes);
+  auto grant = self->state.in.take_credit(e);
+  if ((grant.items > 0 || grant.bytes > 0 || grant.acked > 0) && !e.ended)
+    self->send(via_data_plane(self, e.peer), demand_atom::value, grant.items,
+               grant.bytes, grant.acked);
+}
+
+pending_ack_ptr track_outputs(stage_state& st, size_t idx) {
+  auto ack = st.in.track(st.in.edges()[idx], idx);
+  for (auto& out : st.outputs)
+    if (out.kind == output_event::item && !out.ack) {
+      out.ack = ack;
+      ++ack->waiting;
+    }
+  return ack;
+}
+
+void release_ack(stage_self self, const pending_ack_ptr& ack) {
+  auto& st = self->state;
+  if (ack && ack->waiting > 0 && --ack->waiting == 0)
+    st.in.settle(st.in.edges()[ack->edge]);
 }
 
 void lose_output(stage_self self, peer_id id, const std::string& why,
@@ -164,10 +187,22 @@ void lose_output(stage_self self, peer_id id, const std::string& why,
         e.in_flight_bytes = 0;
       }
       std::vector<batch> again;
-      auto lost = st.out.remove(id, &again);
-      for (auto it = again.rbegin(); it != again.rend(); ++it)
+      std::vector<pending_ack_ptr> acks;
+      auto lost = st.out.remove(id, &again, &acks);
+      // `acks` are those of the last of `again` (all of them, on an edge
+      // that keeps): those items go out again still holding their inputs;
+      // what is not sent again (lost, or done by a consumer that ended)
+      // lets its inputs go.
+      auto kept = std::min(again.size(), acks.size());
+      for (size_t i = 0; i < acks.size() - kept; ++i)
+        release_ack(self, acks[i]);
+      for (size_t i = again.size(); i-- > 0;) {
         st.outputs.push_front(
-          output_event{output_event::item, std::move(*it), 0});
+          output_event{output_event::item, std::move(again[i]), 0});
+        if (i + kept >= again.size())
+          st.outputs.front().ack =
+            std::move(acks[acks.size() - (again.size() - i)]);
+      }
       if (!again.empty())
         spdlog::warn("{}: consumer '{}' went down ({}); the {} items it had "
                      "not finished go to the other replicas",

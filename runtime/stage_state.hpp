@@ -39,6 +39,9 @@ struct output_event {
   enum kind_type { item, epoch_end, stream_end, barrier } kind;
   batch value;
   uint64_t epoch = 0; // the checkpoint id for a barrier
+  // An item made from an input item that re-sends: that item waits for it
+  // (one of pending_ack::waiting) until it is delivered (credit.hpp).
+  pending_ack_ptr ack = nullptr;
 };
 
 struct stage_state : emitter {
@@ -59,12 +62,12 @@ struct stage_state : emitter {
   bool produce_done = false;
   bool stopped_early = false; // a stop request ended producing
   // Items from inputs with upstream_edge::resend whose outputs are still
-  // queued: (input edge, bytes), credited once the outputs left.
-  std::vector<std::pair<size_t, uint64_t>> credit_after_output;
+  // queued: (the item, bytes), credited once the outputs left.
+  std::vector<std::pair<pending_ack_ptr, uint64_t>> credit_after_output;
   // Items from such inputs that the logic still holds (stage_logic::held),
-  // oldest first, by input edge: credited as it lets them go
-  // (settle_held); their bytes went back when they came.
-  std::deque<size_t> credit_when_done;
+  // oldest first: credited as it lets them go (settle_held); their bytes
+  // went back when they came.
+  std::deque<pending_ack_ptr> credit_when_done;
   bool finished = false; // finish() ran, end_of_stream is queued
   bool failed = false;   // a stream_error was raised or received
   // Inputs on other nodes whose down message was held back until the data
@@ -134,6 +137,16 @@ void flush_outputs(stage_self self);
 /// Sends the credit collected for input `e`, if any and `e` has not ended.
 void send_credit(stage_self self, inbound::edge& e);
 
+/// Input item `idx` (of an input that re-sends) was processed: what it
+/// will wait for before it is acknowledged, its outputs queued now (pump()
+/// takes an input only once every earlier output left) included.
+pending_ack_ptr track_outputs(stage_state& st, size_t idx);
+
+/// One hold on `ack` is gone (pending_ack::waiting). When none is left, it
+/// and the items of its input before it that nothing holds are
+/// acknowledged with the input's next credit message (send_credit).
+void release_ack(stage_self self, const pending_ack_ptr& ack);
+
 /// What to send a peer replica's messages to: its stand-in on the data
 /// plane when it is on another node that the data plane reaches
 /// (runtime/data_plane.hpp), else `peer` itself. Every message of one
@@ -142,8 +155,9 @@ stage_actor via_data_plane(stage_self self, const stage_actor& peer);
 
 /// Consumer `id` went down (or the coordinator says it was lost): its
 /// credit is returned; what it had not credited back yet is lost with it,
-/// or, on an edge that keeps it (downstream_edge::resend), goes out again
-/// to the other consumers first. Does nothing for an unknown `id`.
+/// or, on an edge that keeps it (downstream_edge::resend), what it had not
+/// acknowledged goes out again to the other consumers first. Does nothing
+/// for an unknown `id`.
 void lose_output(stage_self self, peer_id id, const std::string& why,
                  bool abnormal);
 

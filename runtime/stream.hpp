@@ -3,7 +3,7 @@
 // this header is its vocabulary.
 //
 //   consumer -> producer   (open_atom, window, byte_budget)   initial credit
-//   consumer -> producer   (demand_atom, items, bytes)        credit returned
+//   consumer -> producer   (demand_atom, items, bytes, acked) credit returned
 //   producer -> consumer   std::vector<af::batch>             1..n items
 //   producer -> consumer   (end_of_epoch_atom, epoch)         after the epoch
 //   producer -> consumer   (end_of_stream_atom)               nothing follows
@@ -103,7 +103,7 @@ using takeover_atom = caf::atom_constant<caf::atom("af_takeov")>;
 using input_lost_atom = caf::atom_constant<caf::atom("af_inlost")>;
 /// coordinator -> producer replicas: (output_lost_atom, consumer label), a
 /// lost replica of a one_to_one stage with several replicas: what was sent
-/// to it and not credited back goes to the other replicas.
+/// to it and not acknowledged goes to the other replicas.
 using output_lost_atom = caf::atom_constant<caf::atom("af_outlost")>;
 /// coordinator -> producer replicas: (add_output_atom, downstream_edge), a
 /// consumer respawned while the job runs; the answer says whether it was
@@ -142,9 +142,11 @@ struct upstream_edge {
   // replicas), or one_to_one with several: losing this producer closes
   // the edge instead of failing.
   bool replaceable = false;
-  // The producer keeps what it sent until credit comes back for it
-  // (downstream_edge::resend): credit for an item goes back only once the
-  // outputs made from it have left, so that nothing is lost with us.
+  // The producer keeps what it sent until we acknowledge it
+  // (downstream_edge::resend): credit for an item goes back once the
+  // outputs made from it have left, and it is acknowledged once those that
+  // went to consumers on other nodes arrived there, so that nothing is
+  // lost with us (runtime/credit.hpp, pending_ack).
   bool resend = false;
 };
 
@@ -158,8 +160,8 @@ struct downstream_edge {
   caf::actor peer;
   std::string name;
   // The consumer's stage is one_to_one with several replicas: keep what
-  // was sent to it until its credit comes back, and if it is lost, send
-  // that to another replica (at-least-once).
+  // was sent to it until it acknowledges it (demand_atom's `acked`), and if
+  // it is lost, send that to another replica (at-least-once).
   bool resend = false;
 };
 
@@ -196,7 +198,7 @@ using stage_actor = caf::typed_actor<
   caf::reacts_to<stream_error>,
   // consumer -> producer
   caf::reacts_to<open_atom, uint64_t, uint64_t>,
-  caf::reacts_to<demand_atom, uint64_t, uint64_t>,
+  caf::reacts_to<demand_atom, uint64_t, uint64_t, uint64_t>,
   // consumer -> producer, and coordinator -> stage
   caf::reacts_to<stop_atom>,
   // job and coordinator -> stage

@@ -24,7 +24,7 @@ void sends(af::stage_actor replica, af::coordinator_actor coordinator,
   uint64_t n = 1;
 #if CASE == 0
   caf::anon_send(replica, af::wire_atom::value, af::wiring{});
-  caf::anon_send(replica, af::demand_atom::value, n, n);
+  caf::anon_send(replica, af::demand_atom::value, n, n, n);
   caf::anon_send(replica, std::vector<af::batch>{});
   caf::anon_send(replica, af::takeover_atom::value, uint32_t{1}, n);
   caf::anon_send(coordinator, af::checkpoint_atom::value, n, text, text, n,
@@ -43,8 +43,8 @@ void sends(af::stage_actor replica, af::coordinator_actor coordinator,
   // A replica's answer to a cut has 6 values; this is the question.
   caf::anon_send(coordinator, af::checkpoint_atom::value, n);
 #elif CASE == 3
-  // Credit without its byte count.
-  caf::anon_send(replica, af::demand_atom::value, n);
+  // Credit without its acknowledgements (the protocol before 0.2).
+  caf::anon_send(replica, af::demand_atom::value, n, n);
 #elif CASE == 4
   caf::anon_send(service, af::replica_lost_atom::value, text);
 #elif CASE == 5

@@ -36,6 +36,16 @@ struct peers {
   }
 };
 
+// Credit from consumer `who`: items, bytes, acknowledged items; returns
+// the input items released by it (credit.hpp, outbound::credit).
+std::vector<pending_ack_ptr> credit(outbound& out, const stage_actor& who,
+                                    uint64_t items, uint64_t bytes,
+                                    uint64_t acked = 0) {
+  std::vector<pending_ack_ptr> released;
+  REQUIRE(out.credit(id_of(who), credit_grant{items, bytes, acked}, released));
+  return released;
+}
+
 } // namespace
 
 TEST_CASE_METHOD(peers, "outbound never exceeds the window or the byte budget",
@@ -50,13 +60,13 @@ TEST_CASE_METHOD(peers, "outbound never exceeds the window or the byte budget",
     out.sent(*e, 30);
   }
   CHECK(out.pick(1) == nullptr); // window full
-  out.credit(id_of(a), 2, 60);
+  credit(out, a, 2, 60);
   auto* e = out.pick(50);
   REQUIRE(e != nullptr); // 30 + 50 <= 100
   out.sent(*e, 50);
   CHECK(out.pick(21) == nullptr); // 80 + 21 > 100
   CHECK(out.pick(20) != nullptr);
-  out.credit(id_of(a), 2, 80);
+  credit(out, a, 2, 80);
   // Nothing in flight: an item larger than the whole budget may go alone.
   REQUIRE(out.pick(1000) != nullptr);
   out.sent(*out.pick(1000), 1000);
@@ -82,7 +92,7 @@ TEST_CASE_METHOD(
   CHECK(out.edges()[0].in_flight_items == 2);
   CHECK(out.edges()[1].in_flight_items == 2);
   // ...and follows whoever hands credit back.
-  out.credit(id_of(b), 2, 2);
+  credit(out, b, 2, 2);
   CHECK(out.pick(1)->id == id_of(b));
   out.sent(*out.pick(1), 1);
   CHECK(out.remove(id_of(b)) == 1);
@@ -112,9 +122,10 @@ TEST_CASE_METHOD(peers,
     out.sent(e, 1);
     e.unacked.push_back(b);
   }
-  out.credit(id_of(a), 2, 2); // items 0 and 1 are done
+  credit(out, a, 3, 3, 2); // 3 consumed, items 0 and 1 acknowledged
   std::vector<batch> again;
   CHECK(out.remove(id_of(a), &again) == 0); // none lost: 3 to send again
+  // Item 2 was credited but not acknowledged: it goes out again too.
   REQUIRE(again.size() == 3);
   for (size_t i = 0; i < again.size(); ++i)
     CHECK(again[i].seq == i + 2);
@@ -188,9 +199,14 @@ TEST_CASE_METHOD(peers,
   CHECK_FALSE(in.consumed(ea, 10, false));
   CHECK_FALSE(in.consumed(ea, 10, false));
   CHECK(in.consumed(ea, 10, false)); // 4 = 8 / 2
-  CHECK(in.take_credit(ea) == std::make_pair(uint64_t{4}, uint64_t{40}));
+  auto grant = in.take_credit(ea);
+  CHECK(grant.items == 4);
+  CHECK(grant.bytes == 40);
+  CHECK(grant.acked == 0);
   CHECK(in.consumed(ea, 1, true)); // idle: return whatever we hold
-  CHECK(in.take_credit(ea) == std::make_pair(uint64_t{1}, uint64_t{1}));
+  grant = in.take_credit(ea);
+  CHECK(grant.items == 1);
+  CHECK(grant.bytes == 1);
   CHECK(in.consumed(eb, 5, false)); // window 1: at once
   CHECK(in.end_epoch(ea, 0).empty());
   CHECK(in.end_epoch(eb, 0) == std::vector<uint64_t>{0});
@@ -200,4 +216,93 @@ TEST_CASE_METHOD(peers,
   CHECK(in.end_epoch(ea, 1) == std::vector<uint64_t>{1});
   ea.ended = true;
   CHECK(in.all_ended());
+}
+
+TEST_CASE_METHOD(peers,
+                 "an item is acknowledged only once nothing holds it, and "
+                 "only after every older item of its input",
+                 "[credit]") {
+  auto in = from_both();
+  auto& ea = in.edges()[0];
+  auto first = in.track(ea, 0);
+  auto second = in.track(ea, 0);
+  CHECK(first->waiting == 1); // its own credit
+  ++first->waiting;           // an output on its way to another node
+  --second->waiting;          // the second is done first...
+  CHECK_FALSE(in.settle(ea)); // ...but waits for the first
+  --first->waiting;
+  CHECK_FALSE(in.settle(ea)); // the output is still on its way
+  --first->waiting;
+  CHECK(in.settle(ea));
+  auto grant = in.take_credit(ea);
+  CHECK(grant.acked == 2);
+  CHECK(grant.items == 0);
+  CHECK(in.take_credit(ea).acked == 0);
+  CHECK(ea.pending.empty());
+}
+
+TEST_CASE_METHOD(peers,
+                 "credit from a consumer on another node releases the input "
+                 "items of what it credited, oldest first",
+                 "[credit]") {
+  outbound out;
+  out.add(a, "a");
+  auto& e = out.edges()[0];
+  e.stats.remote = true;
+  out.open(id_of(a), 8, 0);
+  std::vector<pending_ack_ptr> made;
+  for (size_t i = 0; i < 4; ++i) {
+    made.push_back(std::make_shared<pending_ack>());
+    made.back()->edge = i;
+    out.sent(e, 1);
+    // The third output was made from an input that does not re-send.
+    e.acks.push_back(i == 2 ? nullptr : made.back());
+  }
+  auto released = credit(out, a, 3, 3);
+  REQUIRE(released.size() == 2);
+  CHECK(released[0] == made[0]);
+  CHECK(released[1] == made[1]);
+  // The consumer is lost: what it had not credited comes back.
+  std::vector<batch> again;
+  std::vector<pending_ack_ptr> acks;
+  CHECK(out.remove(id_of(a), &again, &acks) == 1);
+  REQUIRE(acks.size() == 1);
+  CHECK(acks[0] == made[3]);
+}
+
+TEST_CASE_METHOD(peers,
+                 "on an edge that keeps, an output lets its input item go "
+                 "only once the consumer acknowledges it, and comes back "
+                 "with it when the consumer is lost",
+                 "[credit]") {
+  outbound out;
+  out.add(a, "a"); // on this node: a chain of one-to-one stages
+  auto& e = out.edges()[0];
+  e.keep = true;
+  out.open(id_of(a), 8, 0);
+  std::vector<pending_ack_ptr> made;
+  for (uint64_t i = 0; i < 5; ++i) {
+    made.push_back(std::make_shared<pending_ack>());
+    batch b;
+    b.seq = i;
+    out.sent(e, 1);
+    e.unacked.push_back(b);
+    e.acks.push_back(made.back());
+  }
+  // Credit alone (its outputs may still die with this node) releases
+  // nothing; the acknowledgement of the oldest 2 does.
+  CHECK(credit(out, a, 3, 3).empty());
+  auto released = credit(out, a, 0, 0, 2);
+  REQUIRE(released.size() == 2);
+  CHECK(released[0] == made[0]);
+  CHECK(released[1] == made[1]);
+  std::vector<batch> again;
+  std::vector<pending_ack_ptr> acks;
+  CHECK(out.remove(id_of(a), &again, &acks) == 0);
+  REQUIRE(again.size() == 3);
+  REQUIRE(acks.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(again[i].seq == i + 2);
+    CHECK(acks[i] == made[i + 2]);
+  }
 }
