@@ -331,8 +331,12 @@ reader_killed() {
 # finished to decode[0] (docs/multi-host.md: no record lost,
 # at-least-once): by the sink's record ids, every record arrives at least
 # once per epoch; the ones that came twice are listed, and must be whole
-# items (50 records) among those the reader sent again: items decode[1]
-# had passed on without its credit reaching the reader.
+# items (50 records) among those the reader sent again: items whose
+# outputs had reached the batcher before decode[1]'s acknowledgement
+# reached the reader. (It once lost an item: decode[1] credited the
+# reader for an item whose output was still on its way to the
+# coordinator's node when w3 died. Items are now acknowledged only once
+# the batcher credited their outputs: runtime/credit.hpp, pending_ack.)
 decoder_killed() {
   input_node_killed multi_decode decode
   expect_err "decode\[1\] went down (.*); its unfinished items go to the other replicas of decode"
@@ -346,7 +350,25 @@ decoder_killed() {
   check_ids at-least-once --dups-whole-items 50 --max-dups $((again * 50)) \
     || fail "the sink's record ids are not what the docs promise for a lost decoder ($again items sent again)"
   echo "(why: the reader sent decode[1]'s $again unfinished items to decode[0]; any that" \
-    "came twice had left decode[1] before its credit for them reached the reader)"
+    "came twice had reached the batcher before decode[1]'s acknowledgement reached the reader)"
+  wait_log w1 "node: job ended" 15
+  wait_log w2 "node: job ended" 15
+  expect_clean_end w3
+}
+
+# chain_killed: data/multi_chain.pbtxt.in, the reader on w1, then parse
+# and decode (one_to_one, a replica of each on w2 and w3). parse[1] sends
+# to decode[1] on its own node: the reader may forget an item only once
+# decode[1]'s outputs reached the batcher, so w3's loss loses no record
+# (docs/multi-host.md: at-least-once). Duplicates are whole items.
+chain_killed() {
+  input_node_killed multi_chain decode
+  expect_out "^  replica lost, job went on: decode\[1\]: "
+  expect_out "^  replica lost, job went on: parse\[1\]: "
+  # What each producer sent again.
+  grep -h "items it had not finished go to" "$tmp"/node-w*.err "$tmp/err"
+  check_ids at-least-once --dups-whole-items 50 \
+    || fail "the sink's record ids are not what the docs promise for a lost node in a chain of one-to-one stages"
   wait_log w1 "node: job ended" 15
   wait_log w2 "node: job ended" 15
   expect_clean_end w3
@@ -664,6 +686,9 @@ EOF
     ;;
   decoder_node_killed)
     decoder_killed
+    ;;
+  chain_node_killed)
+    chain_killed
     ;;
   shard_node_restarted)
     shard_killed restarted
