@@ -291,13 +291,16 @@ TEST_CASE_METHOD(coordinator_fixture,
   std::multiset<uint64_t> every;
   for (uint64_t i = 0; i < 400; ++i)
     every.insert(i);
-  SECTION("replica 1 fails at its 50th item, holding 2") {
-    auto r = run_text(sys, reg, text(2, 0, 50));
+  // Early in its share: how the 400 items split between the replicas is
+  // up to credit and scheduling, and under ASan train[1] once got fewer
+  // than 51 of them, never failed, and the test with it.
+  SECTION("replica 1 fails at its 10th item, holding 2") {
+    auto r = run_text(sys, reg, text(2, 0, 10));
     REQUIRE(r.ok);
     REQUIRE(r.tolerated_failures.size() == 1);
     CHECK_THAT(r.tolerated_failures[0],
                Catch::StartsWith("train[1]: ")
-                 && Catch::Contains("injected failure at item 50")
+                 && Catch::Contains("injected failure at item 10")
                  && Catch::Contains("items it had not finished went to the "
                                     "other replicas"));
     // Every item done exactly once: the two it held and the one it failed
