@@ -225,7 +225,7 @@ private:
         b.set(c.name, tensor::strings(views));
       }
     }
-    bytes_builder keys;
+    bytes_builder keys{0, static_cast<size_t>(n)};
     auto index = tensor::allocate(dtype::i64, {n});
     for (int64_t i = 0; i < n; ++i) {
       keys.add(path + ":" + std::to_string(lines[static_cast<size_t>(i)]));

@@ -93,9 +93,11 @@ public:
     // The serialized records bound the strings they hold.
     std::vector<bytes_builder> strings;
     for (size_t k = 0; k < specs_.size(); ++k)
-      strings.emplace_back(specs_[k].type == feature_type::bytes
-                             ? records.byte_size()
-                             : 0);
+      if (specs_[k].type == feature_type::bytes)
+        strings.emplace_back(records.byte_size(),
+                             static_cast<size_t>(n * specs_[k].values));
+      else
+        strings.emplace_back();
     for (size_t k = 0; k < specs_.size(); ++k) {
       auto& spec = specs_[k];
       auto shape = spec.shape;

@@ -42,7 +42,7 @@ public:
     auto n = std::min<size_t>(static_cast<size_t>(records_per_item()),
                               mine_.size() - next_);
     if (n > 0) {
-      bytes_builder images, keys;
+      bytes_builder images{0, n}, keys{0, n};
       auto labels = tensor::allocate(dtype::i64, {static_cast<int64_t>(n)});
       auto index = tensor::allocate(dtype::i64, {static_cast<int64_t>(n)});
       for (size_t i = 0; i < n; ++i) {

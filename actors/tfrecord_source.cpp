@@ -239,9 +239,9 @@ private:
     auto& entry = files_[f.file];
     if (index_.empty()) {
       // Sized from the previous item, so the builders rarely grow.
-      records_ = bytes_builder{last_item_bytes_};
-      keys_ = bytes_builder{static_cast<size_t>(records_per_item())
-                            * (entry.path.size() + 24)};
+      auto n = static_cast<size_t>(records_per_item());
+      records_ = bytes_builder{last_item_bytes_, n};
+      keys_ = bytes_builder{n * (entry.path.size() + 24), n};
     }
     while (static_cast<int64_t>(index_.size()) < records_per_item()) {
       std::string_view rec;

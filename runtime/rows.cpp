@@ -54,7 +54,7 @@ tensor gather_strings(const std::vector<row_ref>& rows, size_t field) {
     for (int64_t k = 0; k < per_row; ++k)
       total += t.string_at(r.row * per_row + k).size();
   }
-  bytes_builder b{total};
+  bytes_builder b{total, rows.size() * static_cast<size_t>(per_row)};
   for (auto& r : rows) {
     auto& t = r.item->fields[field].value;
     for (int64_t k = 0; k < per_row; ++k)

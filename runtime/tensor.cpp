@@ -193,14 +193,36 @@ tensor tensor::strings(const std::vector<std::string_view>& values) {
   size_t total = 0;
   for (auto v : values)
     total += v.size();
-  bytes_builder b{total};
+  bytes_builder b{total, values.size()};
   for (auto v : values)
     b.add(v);
   return b.finish();
 }
 
-bytes_builder::bytes_builder(size_t expected_bytes) : offsets_{0} {
-  data_.reserve(expected_bytes);
+void bytes_builder::block_free::operator()(std::byte* p) const noexcept {
+  ::operator delete[](p, buffer_alignment);
+}
+
+bytes_builder::bytes_builder(size_t expected_bytes, size_t expected_count) {
+  grow(expected_count + 1, expected_bytes);
+}
+
+void bytes_builder::grow(size_t need_slots, size_t need_bytes) {
+  auto slots = std::max(need_slots, slots_);
+  auto capacity = std::max(need_bytes, capacity_);
+  block_ptr block{static_cast<std::byte*>(
+    ::operator new[](slots * 8 + capacity, buffer_alignment))};
+  if (block_) {
+    std::memcpy(block.get(), block_.get(), (count_ + 1) * 8);
+    if (used_ > 0)
+      std::memcpy(block.get() + slots * 8, strings(), used_);
+  } else {
+    uint64_t zero = 0;
+    std::memcpy(block.get(), &zero, 8);
+  }
+  block_ = std::move(block);
+  slots_ = slots;
+  capacity_ = capacity;
 }
 
 void bytes_builder::add(std::string_view s) {
@@ -208,20 +230,29 @@ void bytes_builder::add(std::string_view s) {
 }
 
 void bytes_builder::add(const void* data, size_t n) {
-  auto* p = static_cast<const char*>(data);
-  data_.insert(data_.end(), p, p + n);
-  offsets_.push_back(data_.size());
+  if (count_ + 2 > slots_ || n > capacity_ - used_)
+    grow(std::max(count_ + 2, 2 * slots_),
+         n > capacity_ - used_ ? std::max(2 * capacity_, used_ + n)
+                               : capacity_);
+  if (n > 0)
+    std::memcpy(strings() + used_, data, n);
+  used_ += n;
+  ++count_;
+  uint64_t end = used_;
+  std::memcpy(block_.get() + count_ * 8, &end, 8);
 }
 
 tensor bytes_builder::finish() {
-  auto count = offsets_.size() - 1;
-  auto header = offsets_.size() * 8;
-  auto buf = std::make_shared<buffer>(header + data_.size());
-  std::memcpy(buf->data(), offsets_.data(), header);
-  if (!data_.empty())
-    std::memcpy(buf->data() + header, data_.data(), data_.size());
-  offsets_.assign(1, 0);
-  data_.clear();
+  if (!block_) // finished before: empty
+    grow(1, 0);
+  auto count = count_;
+  auto header = (count + 1) * 8;
+  if (count + 1 < slots_ && used_ > 0) // fewer strings than expected
+    std::memmove(block_.get() + header, strings(), used_);
+  auto* data = block_.release();
+  std::shared_ptr<void> owner{data, block_free{}};
+  auto buf = std::make_shared<buffer>(data, header + used_, std::move(owner));
+  slots_ = capacity_ = count_ = used_ = 0;
   return tensor{dtype::bytes, {static_cast<int64_t>(count)}, std::move(buf)};
 }
 

@@ -61,7 +61,7 @@ public:
   /// to the pool).
   explicit buffer(size_t size, bool recycle = false);
   /// A block that lives elsewhere (memory shared with another process:
-  /// runtime/data_shm.hpp): `data` (64-byte aligned) stays valid while
+  /// runtime/data_shm.hpp; the block a bytes_builder wrote): `data` (64-byte aligned) stays valid while
   /// `owner` lives, and the buffer lets go of `owner` when it goes.
   buffer(std::byte* data, size_t size, std::shared_ptr<void> owner);
   /// A block in accelerator memory. A consumer on the same device reads it
@@ -188,23 +188,40 @@ private:
   size_t size_ = 0;   // its bytes
 };
 
-/// Builds a dtype::bytes tensor string by string without an intermediate
-/// copy of the strings.
+/// Builds a dtype::bytes tensor string by string, writing each string once,
+/// straight into the block the tensor will own: finish() copies nothing
+/// unless more strings came than `expected_count` said (the offsets then
+/// need more room) or fewer (the strings then move down to the offsets).
+/// `expected_bytes` and `expected_count` are only sizes to start with; the
+/// block grows when they are exceeded. After finish() the builder is empty
+/// and holds no block; the next add() allocates one.
 class bytes_builder {
 public:
-  explicit bytes_builder(size_t expected_bytes = 0);
+  explicit bytes_builder(size_t expected_bytes = 0, size_t expected_count = 0);
   /// Appends a copy of the string (std::bad_alloc is the only error).
   void add(std::string_view s);
   void add(const void* data, size_t n);
-  size_t size() const noexcept { return offsets_.size() - 1; }
+  size_t size() const noexcept { return count_; }
   /// Bytes of string data added so far.
-  size_t data_bytes() const noexcept { return data_.size(); }
+  size_t data_bytes() const noexcept { return used_; }
   /// A tensor of shape {size()}; the builder is empty afterwards.
   tensor finish();
 
 private:
-  std::vector<uint64_t> offsets_;
-  std::vector<char> data_;
+  struct block_free {
+    void operator()(std::byte* p) const noexcept;
+  };
+  using block_ptr = std::unique_ptr<std::byte[], block_free>;
+  // block_: `slots_` u64 offsets (o_0 = 0 first), then `capacity_` bytes of
+  // strings, of which `used_` are written.
+  void grow(size_t need_slots, size_t need_bytes);
+  std::byte* strings() const noexcept { return block_.get() + slots_ * 8; }
+
+  block_ptr block_;
+  size_t slots_ = 0;
+  size_t capacity_ = 0;
+  size_t count_ = 0;
+  size_t used_ = 0;
 };
 
 /// Structural equality: dtype, shape and payload bytes.

@@ -169,6 +169,44 @@ TEST_CASE("bytes tensors hold strings and round-trip", "[tensor]") {
   CHECK_NOTHROW((tensor{dtype::bytes, {2}, raw}));
 }
 
+TEST_CASE("bytes_builder writes each string once, whatever it expected",
+          "[tensor]") {
+  // Strings of every length 0..99, built with sizes it expected exactly,
+  // too small (the block grows, several times) and too large (the strings
+  // move down to the offsets at finish).
+  std::vector<std::string> want;
+  for (int i = 0; i < 100; ++i)
+    want.push_back(std::string(static_cast<size_t>(i), static_cast<char>('a' + i % 26)));
+  size_t total = 0;
+  for (auto& w : want)
+    total += w.size();
+  for (auto [bytes, count] : {std::pair<size_t, size_t>{total, want.size()},
+                              {0, 0}, {7, 3}, {10 * total, 1000}}) {
+    CAPTURE(bytes, count);
+    bytes_builder b{bytes, count};
+    for (int round = 0; round < 2; ++round) { // and again after finish()
+      for (auto& w : want)
+        b.add(w);
+      CHECK(b.size() == want.size());
+      CHECK(b.data_bytes() == total);
+      auto t = b.finish();
+      CHECK(b.size() == 0);
+      REQUIRE(t.elements() == static_cast<int64_t>(want.size()));
+      // Exactly the offsets and the strings: nothing spare in the buffer.
+      CHECK(t.byte_size() == (want.size() + 1) * 8 + total);
+      for (size_t i = 0; i < want.size(); ++i)
+        CHECK(t.string_at(static_cast<int64_t>(i)) == want[i]);
+      CHECK(reinterpret_cast<uintptr_t>(t.data()) % 64 == 0);
+    }
+  }
+  bytes_builder empty{100, 10};
+  auto none = empty.finish();
+  CHECK(none.elements() == 0);
+  CHECK(none.byte_size() == 8);
+  auto again = empty.finish(); // finished twice: empty again
+  CHECK(again.elements() == 0);
+}
+
 TEST_CASE("a 64 MiB tensor round-trips as one raw block", "[tensor]") {
   batch b;
   b.set("big", filled(dtype::f32, {16, 1024, 1024}));
