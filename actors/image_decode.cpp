@@ -329,12 +329,12 @@ private:
       return false;
     auto [box, flip] = geometry_of(info, record_index, epoch);
     if (!(cfg_.full_decode
-            ? codec_.decode_whole(data, cfg_.channels, cfg_.max_pixels,
-                                  cfg_.width, cfg_.height, box, img_,
-                                  cfg_.fast_dct)
-            : codec_.decode_window(data, cfg_.channels, cfg_.max_pixels,
-                                   cfg_.width, cfg_.height, box, img_,
-                                   cfg_.fast_dct)))
+            ? codec_.decode_whole(info, data, cfg_.channels,
+                                  cfg_.max_pixels, cfg_.width, cfg_.height,
+                                  box, img_, cfg_.fast_dct)
+            : codec_.decode_window(info, data, cfg_.channels,
+                                   cfg_.max_pixels, cfg_.width, cfg_.height,
+                                   box, img_, cfg_.fast_dct)))
       return false;
     if (cfg_.as_u8)
       resample_u8(img_, box, cfg_.width, cfg_.height, flip,

@@ -100,15 +100,14 @@ bool jpeg_codec::decode_whole(std::string_view data, int channels,
                               bool fast_dct) {
   jpeg_info info;
   return header(data, info)
-         && decode_whole_from(info, data, channels, max_pixels, out_width,
-                              out_height, box, out, fast_dct);
+         && decode_whole(info, data, channels, max_pixels, out_width,
+                         out_height, box, out, fast_dct);
 }
 
-bool jpeg_codec::decode_whole_from(const jpeg_info& info,
-                                   std::string_view data, int channels,
-                                   uint64_t max_pixels, int out_width,
-                                   int out_height, crop_box& box, image& out,
-                                   bool fast_dct) {
+bool jpeg_codec::decode_whole(const jpeg_info& info, std::string_view data,
+                              int channels, uint64_t max_pixels, int out_width,
+                              int out_height, crop_box& box, image& out,
+                              bool fast_dct) {
   int min_w = static_cast<int>(
     std::ceil(out_width * info.width / std::max(box.width, 1.0)));
   int min_h = static_cast<int>(

@@ -65,6 +65,12 @@ public:
   bool decode_whole(std::string_view data, int channels, uint64_t max_pixels,
                     int out_width, int out_height, crop_box& box, image& out,
                     bool fast_dct = false);
+  /// decode_whole() of `data` whose header() gave `info`: the header is not
+  /// parsed again (for a 28 x 28 image, one parse is a sixth of the work).
+  bool decode_whole(const jpeg_info& info, std::string_view data,
+                    int channels, uint64_t max_pixels, int out_width,
+                    int out_height, crop_box& box, image& out,
+                    bool fast_dct = false);
 
   /// Decodes what resampling `box` (pixels of the full-size image) to
   /// out_width x out_height reads: the image scaled in the DCT by the
@@ -79,6 +85,11 @@ public:
                      int out_width, int out_height, crop_box& box,
                      image& out, bool fast_dct = false,
                      int largest_eighths = 4);
+  /// decode_window() of `data` whose header() gave `info`.
+  bool decode_window(const jpeg_info& info, std::string_view data,
+                     int channels, uint64_t max_pixels, int out_width,
+                     int out_height, crop_box& box, image& out,
+                     bool fast_dct = false, int largest_eighths = 4);
 
   /// Encodes `pixels` (height x width x channels, channels 1 or 3).
   bool encode(const uint8_t* pixels, int width, int height, int channels,
@@ -88,15 +99,11 @@ public:
 
 private:
   bool check(const jpeg_info& info, int channels, uint64_t max_pixels);
-  // decode() and decode_whole() of `data`, whose header() gave `info`:
-  // each parse of the header costs, and a 28 x 28 image is mostly header.
+  // decode() of `data`, whose header() gave `info`: each parse of the
+  // header costs, and a 28 x 28 image is mostly header.
   bool decode_from(const jpeg_info& info, std::string_view data, int channels,
                    uint64_t max_pixels, image& out, int min_width,
                    int min_height, bool fast_dct);
-  bool decode_whole_from(const jpeg_info& info, std::string_view data,
-                         int channels, uint64_t max_pixels, int out_width,
-                         int out_height, crop_box& box, image& out,
-                         bool fast_dct);
   void destroy_window() noexcept;
   struct window_decoder; // libjpeg state for decode_window
   window_decoder* window_ = nullptr; // owned; freed by destroy_window

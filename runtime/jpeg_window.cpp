@@ -176,7 +176,17 @@ bool jpeg_codec::decode_window(std::string_view data, int channels,
                                int out_height, crop_box& box, image& out,
                                bool fast_dct, int largest_eighths) {
   jpeg_info info;
-  if (!header(data, info) || !check(info, channels, max_pixels))
+  return header(data, info)
+         && decode_window(info, data, channels, max_pixels, out_width,
+                          out_height, box, out, fast_dct, largest_eighths);
+}
+
+bool jpeg_codec::decode_window(const jpeg_info& info, std::string_view data,
+                               int channels, uint64_t max_pixels,
+                               int out_width, int out_height, crop_box& box,
+                               image& out, bool fast_dct,
+                               int largest_eighths) {
+  if (!check(info, channels, max_pixels))
     return false;
   if (window_ == nullptr) {
     try {
@@ -203,8 +213,8 @@ bool jpeg_codec::decode_window(std::string_view data, int channels,
   needed(box.x * sx, box.width * sx, sw, x0, x1);
   needed(box.y * sy, box.height * sy, sh, y0, y1);
   if (largest_eighths == 4 && x0 == 0 && x1 == sw && y0 == 0 && y1 == sh) {
-    if (!decode_whole_from(info, data, channels, max_pixels, out_width,
-                           out_height, box, out, fast_dct))
+    if (!decode_whole(info, data, channels, max_pixels, out_width,
+                      out_height, box, out, fast_dct))
       return false;
     out.full_width = out.width;
     out.full_height = out.height;

@@ -110,10 +110,10 @@ int main(int argc, char** argv) {
                      : random_resized_crop(info.width, info.height, rng);
         bool flip = op != "resize" && rng.uniform() < 0.5;
         if (!(decode == "window"
-                ? codec.decode_window(bytes, channels, 64000000, size, size,
-                                      box, img, fast_dct, window_scales)
-                : codec.decode_whole(bytes, channels, 64000000, size, size,
-                                     box, img, fast_dct))) {
+                ? codec.decode_window(info, bytes, channels, 64000000, size,
+                                      size, box, img, fast_dct, window_scales)
+                : codec.decode_whole(info, bytes, channels, 64000000, size,
+                                     size, box, img, fast_dct))) {
           ++failed;
           continue;
         }

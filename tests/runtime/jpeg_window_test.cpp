@@ -86,6 +86,20 @@ void check_exact(const std::string& jpg, int channels, int out, int count,
           == resampled(whole, whole_box, out, out, false));
     CHECK(resampled(win, box, out, out, true)
           == resampled(whole, whole_box, out, out, true));
+    // Given the header's info (image_decode parses it once): the same.
+    image win_i, whole_i;
+    auto box_i = b, whole_box_i = b;
+    REQUIRE(codec.decode_window(info, jpg, channels, 1 << 30, out, out,
+                                box_i, win_i, fast));
+    REQUIRE(codec.decode_whole(info, jpg, channels, 1 << 30, out, out,
+                               whole_box_i, whole_i, fast));
+    CHECK(win_i.pixels == win.pixels);
+    CHECK((win_i.left == win.left && win_i.top == win.top
+           && win_i.width == win.width && win_i.height == win.height));
+    CHECK(whole_i.pixels == whole.pixels);
+    CHECK((box_i.x == box.x && box_i.width == box.width
+           && whole_box_i.y == whole_box.y
+           && whole_box_i.height == whole_box.height));
   }
 }
 
@@ -165,6 +179,15 @@ TEST_CASE("decode_window refuses what decode refuses, with the same errors",
     CHECK_FALSE(a.decode_window(jpg, 3, 1000, 8, 8, box, img));
     CHECK_FALSE(b.decode(jpg, 3, 1000, img));
     CHECK(a.error() == b.error());
+    // The overloads given the header's info check it too.
+    jpeg_info info;
+    REQUIRE(a.header(jpg, info));
+    jpeg_codec c;
+    CHECK_FALSE(c.decode_window(info, jpg, 3, 1000, 8, 8, box, img));
+    CHECK(c.error() == b.error());
+    jpeg_codec d;
+    CHECK_FALSE(d.decode_whole(info, jpg, 3, 1000, 8, 8, box, img));
+    CHECK(d.error() == b.error());
   }
   SECTION("a scan that names a Huffman table the file does not define") {
     // Past the header (header() accepts it): libjpeg fails when decoding
