@@ -10,13 +10,18 @@
 # cmake --build build/release), the Debian packages that
 # bench/input_pipeline/README.md lists (installed here if missing) and
 # TensorFlow in build/venv (scripts/setup) or in python3.
-#   bench/input_pipeline/run.sh [ROUNDS] [EPOCHS]
+#   bench/input_pipeline/run.sh [ROUNDS] [EPOCHS] [all|fmnist]
+# fmnist: only the Fashion-MNIST rows (the plain loop, ActorFlow reading
+# and parsing every epoch, and ActorFlow with a cache after parse, which
+# reads and parses once, as the plain loop does).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/bench/input_pipeline
 bin=$root/build/release/bin
 rounds=${1:-3}
 epochs=${2:-3}
+set_=${3:-all}
+case $set_ in all | fmnist) ;; *) echo "run.sh: the third argument is all or fmnist, not '$set_'" >&2; exit 2 ;; esac
 threads=2  # the cores of the development machine; every contender gets them
 images=${AF_BENCH_IMAGES:-/tmp/af_bench_images}
 tfr=${AF_BENCH_TFR:-/tmp/af_bench_tfr}
@@ -82,6 +87,8 @@ sed -e "s|@FILES@|$tfr/*.tfrecord|" -e "s|@DECODERS@|$threads|" -e "s|@EPOCHS@|$
   -e "s|@DECODE_OPTIONS@|full_decode: true|" "$here/actorflow_images.pbtxt.in" > "$work/af_full.pbtxt"
 sed -e "s|@FILES@|$fm/train-*.tfrecord|" -e "s|@EPOCHS@|$fm_epochs|" \
   "$here/actorflow_fmnist.pbtxt.in" > "$work/fm.pbtxt"
+sed -e "s|@FILES@|$fm/train-*.tfrecord|" -e "s|@EPOCHS@|$fm_epochs|" \
+  "$here/actorflow_fmnist_cached.pbtxt.in" > "$work/fm_cached.pbtxt"
 
 # Every contender prints images/s on stdout; a run that gives none fails
 # the benchmark (no empty cells).
@@ -100,16 +107,20 @@ run_contender() {
     torch) /usr/bin/python3 "$here/torch_peer.py" --data "$images" --workers $threads --epochs "$epochs" 2>/dev/null | json_rate ;;
     fmplain) "$bin/input_plain_loop" --files "$fm/train-*.tfrecord" --threads $threads --epochs $fm_epochs --size 28 --channels 1 --op resize --norm fmnist | json_rate ;;
     fmaf) af_rate "$work/fm.pbtxt" ;;
+    fmaf_cached) af_rate "$work/fm_cached.pbtxt" ;;
   esac
 }
 
-contenders=(plain plain_window actorflow actorflow_full tfdata tfdata_crop)
-if /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null; then
-  contenders+=(torch)
-else
-  echo "run.sh: no torch/torchvision for /usr/bin/python3: the DataLoader row is left out" >&2
+contenders=()
+if [ "$set_" = all ]; then
+  contenders=(plain plain_window actorflow actorflow_full tfdata tfdata_crop)
+  if /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null; then
+    contenders+=(torch)
+  else
+    echo "run.sh: no torch/torchvision for /usr/bin/python3: the DataLoader row is left out" >&2
+  fi
 fi
-contenders+=(fmplain fmaf)
+contenders+=(fmplain fmaf fmaf_cached)
 : > "$work/results"
 for ((r = 1; r <= rounds; ++r)); do
   for c in "${contenders[@]}"; do
@@ -140,6 +151,7 @@ names = {
     "torch": "PyTorch DataLoader + torchvision (2 workers)",
     "fmplain": "plain C++ loop (2 threads)",
     "fmaf": "ActorFlow read, parse, decode x2, batch (actorflow_fmnist.pbtxt.in)",
+    "fmaf_cached": "ActorFlow as above, cache after parse (actorflow_fmnist_cached.pbtxt.in)",
 }
 def table(rows, base, title):
     print(f"| {title} | images/s (median) | vs plain loop (median of rounds) | per round |")
@@ -151,11 +163,12 @@ def table(rows, base, title):
         per_round = ", ".join("%.2f" % x for x in ratios)
         print(f"| {names[c]} | {statistics.median(rate[c].values()):,.0f} | "
               f"{statistics.median(ratios):.2f} | {per_round} |")
-print(f"Images: {data_line}; {epochs} epochs timed ({count * epochs:,} images) per run. "
-      f"{rounds} rounds, interleaved; medians, ratios against the plain loop of the same round.")
-print()
-table(["plain", "plain_window", "actorflow", "actorflow_full", "tfdata", "tfdata_crop", "torch"],
-      "plain", "pipeline, 2 cores")
-print()
-table(["fmplain", "fmaf"], "fmplain", "Fashion-MNIST JPEG records to batches")
+if "plain" in rate:
+    print(f"Images: {data_line}; {epochs} epochs timed ({count * epochs:,} images) per run. "
+          f"{rounds} rounds, interleaved; medians, ratios against the plain loop of the same round.")
+    print()
+    table(["plain", "plain_window", "actorflow", "actorflow_full", "tfdata", "tfdata_crop", "torch"],
+          "plain", "pipeline, 2 cores")
+    print()
+table(["fmplain", "fmaf", "fmaf_cached"], "fmplain", "Fashion-MNIST JPEG records to batches")
 PY
