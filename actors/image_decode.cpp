@@ -10,7 +10,7 @@
 #include "actors/training_spec.hpp"
 #include "gpu/jpeg_decoder.hpp"
 #include "runtime/image_ops.hpp"
-#include "runtime/jpeg.hpp"
+#include "runtime/image_codec.hpp"
 #include "runtime/rows.hpp"
 
 namespace af {
@@ -236,8 +236,8 @@ private:
     for (int64_t i = 0; i < n; ++i) {
       auto k = static_cast<size_t>(i);
       auto data = images.string_at(i);
-      jpeg_info info;
-      if (!codec_.header(data, info)
+      image_info info;
+      if (!codec_.header(data, info) || info.format != image_format::jpeg
           || static_cast<uint64_t>(info.width) * info.height
                > cfg_.max_pixels)
         continue; // empty job: the GPU leaves it to the CPU
@@ -299,7 +299,7 @@ private:
   };
 
   // Where the output comes from in an image of `info`'s size.
-  placement geometry_of(const jpeg_info& info, uint64_t record_index,
+  placement geometry_of(const image_info& info, uint64_t record_index,
                         uint64_t epoch) const {
     record_rng rng{seed_, epoch, record_index};
     placement p;
@@ -324,17 +324,13 @@ private:
   // Decodes one image on the CPU into `dst` (one image of the output).
   bool decode_one(std::string_view data, uint64_t record_index,
                   uint64_t epoch, std::byte* dst) {
-    jpeg_info info;
+    image_info info;
     if (!codec_.header(data, info))
       return false;
     auto [box, flip] = geometry_of(info, record_index, epoch);
-    if (!(cfg_.full_decode
-            ? codec_.decode_whole(info, data, cfg_.channels,
-                                  cfg_.max_pixels, cfg_.width, cfg_.height,
-                                  box, img_, cfg_.fast_dct)
-            : codec_.decode_window(info, data, cfg_.channels,
-                                   cfg_.max_pixels, cfg_.width, cfg_.height,
-                                   box, img_, cfg_.fast_dct)))
+    if (!codec_.decode(info, data, cfg_.channels, cfg_.max_pixels, cfg_.width,
+                       cfg_.height, box, img_, cfg_.fast_dct,
+                       cfg_.full_decode))
       return false;
     if (cfg_.as_u8)
       resample_u8(img_, box, cfg_.width, cfg_.height, flip,
@@ -348,7 +344,7 @@ private:
   std::string label_;
   uint64_t seed_;
   decode_config cfg_;
-  jpeg_codec codec_;
+  image_codec codec_;
   image img_;
   uint64_t skipped_ = 0;
   std::unique_ptr<gpu::jpeg_decoder> gpu_; // device "cuda": nvJPEG

@@ -1,4 +1,5 @@
-// image_decode: decodes JPEG images (a bytes field) with libjpeg-turbo and
+// image_decode: decodes images (a bytes field: JPEG with libjpeg-turbo, PNG
+// with libspng, WebP with libwebp, by content; runtime/image_codec.hpp) and
 // transforms them to a fixed size: resize, center crop or random resized
 // crop, optional random horizontal flip, then float32 normalized by
 // mean/std (or u8). The decoder scales down in the DCT when the target needs

@@ -10,7 +10,8 @@
 #        dependency makes find_package(ActorFlow) fail with its name).
 # Output: CAF::core/io/openssl, protobuf::libprotobuf, spdlog::spdlog,
 #         Threads::Threads, ZLIB::ZLIB, OpenSSL::SSL/Crypto, and
-#         ActorFlow::dep_isal, _turbojpeg, _jpeg, _csv, _openblas (and
+#         ActorFlow::dep_isal, _turbojpeg, _jpeg, _spng, _webp, _csv,
+#         _openblas (and
 #         CUDA::cudart, CUDA::cublas, ActorFlow::dep_cudnn with CUDA;
 #         ActorFlow::dep_nvjpeg with nvJPEG).
 # Sets ActorFlow_DEPS_MISSING to the names of what was not found.
@@ -34,7 +35,8 @@ if(CAF_FOUND AND NOT TARGET CAF::openssl)
 endif()
 
 # Plain libraries without a CMake package of their own (Debian: libisal-dev,
-# libturbojpeg0-dev, libjpeg62-turbo-dev, libcsv-dev, libopenblas-dev).
+# libturbojpeg0-dev, libjpeg62-turbo-dev, libspng-dev, libwebp-dev,
+# libcsv-dev, libopenblas-dev).
 function(_af_dep_library target)
   if(TARGET ActorFlow::dep_${target})
     return()
@@ -53,6 +55,8 @@ endfunction()
 _af_dep_library(isal isal)
 _af_dep_library(turbojpeg turbojpeg)
 _af_dep_library(jpeg jpeg)
+_af_dep_library(spng spng)
+_af_dep_library(webp webp)
 _af_dep_library(csv csv)
 _af_dep_library(openblas openblas)
 

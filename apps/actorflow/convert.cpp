@@ -21,7 +21,7 @@
 #include "runtime/csv_reader.hpp"
 #include "runtime/files.hpp"
 #include "runtime/idx.hpp"
-#include "runtime/jpeg.hpp"
+#include "runtime/image_codec.hpp"
 
 namespace af::cli {
 
@@ -213,7 +213,7 @@ int convert_images(const images_args& a) {
   auto& files = folder.files;
   auto total = static_cast<int64_t>(files.size());
   shard_writer out{a.out.prefix, a.out.shards, total, compression_of(a.out)};
-  jpeg_codec codec;
+  image_codec codec; // JPEG, PNG or WebP, by content
   convert_progress progress{total};
   tf::Example ex;
   std::string serialized;
@@ -224,7 +224,7 @@ int convert_images(const images_args& a) {
     std::stringstream content;
     content << in.rdbuf();
     auto bytes = content.str();
-    jpeg_info jinfo;
+    image_info jinfo;
     if (!in || !codec.header(bytes, jinfo)) {
       spdlog::warn("{}: skipped: {}", f.path,
                    in ? codec.error() : std::string{"cannot read"});
@@ -244,7 +244,7 @@ int convert_images(const images_args& a) {
   progress.update(total, true);
   report(out.close(), written);
   if (skipped > 0)
-    std::printf("skipped %lld files that are not JPEG images\n",
+    std::printf("skipped %lld files that are not JPEG, PNG or WebP images\n",
                 static_cast<long long>(skipped));
   return 0;
 }

@@ -330,7 +330,7 @@ TEST_CASE_METHOD(fixture, "images that cannot or must not be decoded are "
   auto failed = decode("fail");
   CHECK_FALSE(failed.ok);
   CHECK_THAT(failed.error, Catch::Contains("data-0.tfrecord@"));
-  CHECK_THAT(failed.error, Catch::Contains("not a JPEG image"));
+  CHECK_THAT(failed.error, Catch::Contains("not a JPEG, PNG or WebP image"));
   auto skipped = decode("skip");
   REQUIRE(skipped.ok);
   auto labels = labels_of(obs->collected);

@@ -183,9 +183,23 @@ PY
     run convert csv "$tmp/bad.csv" --column a:int64 --out "$tmp/bad"
     expect_rc 1; expect_err "bad.csv:3: column 'a': 'nope' is not an int64"
     mkdir -p "$tmp/imgs/cls"; cp "$here/../fuzz/corpus/image/"*.jpg "$tmp/imgs/cls/"
+    # PNG and WebP by content, whatever the name says.
+    cp "$here/../fuzz/corpus/png/rgb_12x5.png" "$tmp/imgs/cls/png_named.jpg"
+    cp "$here/../fuzz/corpus/webp/lossy_16x12.webp" "$tmp/imgs/cls/picture.dat"
     echo "not an image" > "$tmp/imgs/cls/readme.txt"
     run convert images "$tmp/imgs" --out "$tmp/imgs-out"
-    expect_rc 0; expect_out "skipped 1 files that are not JPEG images"
+    expect_rc 0; expect_out "skipped 1 files that are not JPEG, PNG or WebP images"
+    expect_out "wrote 7 records"
+    # Every image's bytes, as they are in its file.
+    run inspect "$tmp/imgs-out-00000-of-00001.tfrecord" --json --show all; expect_rc 0
+    python3 - "$tmp/out" "$tmp/imgs/cls" <<'PY' || fail "convert images changed or lost an image's bytes"
+import base64, glob, json, os, sys
+got = sorted(base64.b64decode(json.loads(line)["features"]["image"]["bytes_list"][0])
+             for line in open(sys.argv[1]) if line.startswith("{"))
+want = sorted(open(p, "rb").read() for p in glob.glob(os.path.join(sys.argv[2], "*"))
+              if not p.endswith("readme.txt"))
+sys.exit(0 if got == want and len(got) == 7 else 1)
+PY
     ;;
   autotune)
     run run "$data/autotune.pbtxt"; expect_rc 0
