@@ -13,8 +13,11 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
+#include "runtime/random.hpp"
 #include "runtime/stage.hpp"
 #include "runtime/state_io.hpp"
 
@@ -45,6 +48,20 @@ inline std::string check_file_source_config(const file_source_config& c) {
   return {};
 }
 
+/// `files` in the order of epoch `epoch` of a reader with `shuffle_files`
+/// (a permutation drawn from `seed`, the epoch and the replica), or as
+/// they are without it.
+template <class T>
+std::vector<T> epoch_order(std::vector<T> files, bool shuffle, uint64_t seed,
+                           uint64_t epoch, uint32_t replica) {
+  if (!shuffle)
+    return files;
+  record_rng rng{seed, epoch, 0x66696c6573ULL ^ replica}; // "files"
+  for (size_t i = files.size(); i > 1; --i)
+    std::swap(files[i - 1], files[static_cast<size_t>(rng.below(i))]);
+  return files;
+}
+
 template <class Position>
 class file_source : public stage_logic {
 public:
@@ -63,9 +80,17 @@ public:
       throw std::invalid_argument("a damaged " + tag_ + " state: epoch "
                                   + std::to_string(epoch) + " of "
                                   + std::to_string(cfg_.epochs));
-    restore_position(at);
+    // restore_position() sees the restored epoch (a reader whose file
+    // order depends on it), and nothing changes when it throws.
+    auto was = std::pair{epoch_, seq_};
     epoch_ = epoch;
     seq_ = seq;
+    try {
+      restore_position(at);
+    } catch (...) {
+      std::tie(epoch_, seq_) = was;
+      throw;
+    }
   }
 
 protected:
@@ -77,7 +102,7 @@ protected:
   virtual Position position() const = 0;
 
   /// Goes back to `at` (what position() returned in a reader of the same
-  /// config and replica). Throws std::invalid_argument naming what in `at`
+  /// config and replica), at the epoch() of the restored state. Throws std::invalid_argument naming what in `at`
   /// does not fit this replica's files, or std::runtime_error when the
   /// files cannot be read up to there.
   virtual void restore_position(const Position& at) = 0;

@@ -22,6 +22,7 @@ struct tfrecord_config : file_source_config {
   int64_t interleave = 1; // files read at once, in turn
   bool skip_corrupt = false; // corrupt records: skipped and counted, or fail
   uint64_t max_record_bytes = uint64_t{1} << 30; // larger ones are corrupt
+  bool shuffle_files = false; // a new file order each epoch
 };
 
 tfrecord_config config_of(const topology::Stage& s) {
@@ -37,6 +38,7 @@ tfrecord_config config_of(const topology::Stage& s) {
   c.skip_corrupt = p.on_corrupt() == "skip";
   if (p.has_max_record_bytes())
     c.max_record_bytes = static_cast<uint64_t>(p.max_record_bytes());
+  c.shuffle_files = p.shuffle_files();
   return c;
 }
 
@@ -68,10 +70,11 @@ class tfrecord_source : public file_source<tfrecord_position> {
 public:
   tfrecord_source(const stage_info& info, tfrecord_config cfg)
     : file_source("tfrecord_source/2", cfg), label_(info.label()),
-      cfg_(std::move(cfg)), replicas_(info.replicas) {
+      cfg_(std::move(cfg)), replicas_(info.replicas), replica_(info.replica),
+      seed_(info.seed) {
     all_ = expand_file_patterns(cfg_.patterns);
-    files_ = share_of(info.replica);
-    own_ = files_;
+    own_ = share_of(info.replica);
+    files_ = ordered(own_, 0);
     if (files_.empty())
       spdlog::warn("{}: no file to read ({} files for {} replicas)", label_,
                    all_.size(), info.replicas);
@@ -97,8 +100,10 @@ public:
     } else if (from_epoch <= epoch()) {
       passes = epoch() - from_epoch + 1;
     }
-    for (uint64_t p = 0; p < passes; ++p)
-      files_.insert(files_.end(), share.begin(), share.end());
+    for (uint64_t p = 0; p < passes; ++p) {
+      auto order = ordered(share, from_epoch + p);
+      files_.insert(files_.end(), order.begin(), order.end());
+    }
     spdlog::warn("{}: takes over the {} files of replica {} from epoch {} ({} "
                  "passes now)",
                  label_, share.size(), replica, from_epoch, passes);
@@ -165,6 +170,7 @@ private:
         + " is past this replica's " + std::to_string(files_.size())
         + " files");
     };
+    files_ = ordered(own_, epoch()); // the order of the restored epoch
     if (at.next_file > files_.size())
       refuse("next file", at.next_file);
     open_.clear();
@@ -194,15 +200,26 @@ private:
     return out;
   }
 
-  // The files of epoch epoch(): this replica's, then those it took over.
+  // The files of epoch epoch(): this replica's, then those it took over,
+  // each share in the epoch's order.
   void next_epoch_files() {
     next_file_ = 0;
-    files_ = own_;
+    files_ = ordered(own_, epoch());
     for (auto& t : taken_)
       if (t.from_epoch <= epoch()) {
-        auto share = share_of(t.replica);
+        auto share = ordered(share_of(t.replica), epoch());
         files_.insert(files_.end(), share.begin(), share.end());
       }
+  }
+
+  // `share` in the order of `epoch` (shuffle_files), drawn per replica of
+  // the share's own files so that a replica taking over reads them as
+  // their owner would have.
+  std::vector<file_entry> ordered(std::vector<file_entry> share,
+                                  uint64_t epoch) const {
+    auto owner = share.empty() ? replica_ : share.front().number % replicas_;
+    return epoch_order(std::move(share), cfg_.shuffle_files, seed_, epoch,
+                       owner);
   }
 
   struct taken_share {
@@ -303,6 +320,8 @@ private:
   std::string label_;
   tfrecord_config cfg_;
   uint32_t replicas_;
+  uint32_t replica_;
+  uint64_t seed_;
   std::vector<std::string> all_;
   std::vector<file_entry> own_;   // this replica's share
   std::vector<file_entry> files_; // this epoch's: own_ and those taken over

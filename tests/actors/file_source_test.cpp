@@ -3,7 +3,9 @@
 // numbers included, and a state that is not its own is refused by name.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
 #include <stdexcept>
 
 #include "runtime/registry.hpp"
@@ -54,7 +56,7 @@ std::vector<topology::Stage> readers(const temp_dir& dir) {
                 std::string{cls} + " " + std::to_string(i));
   }
 
-  std::vector<topology::Stage> out(4);
+  std::vector<topology::Stage> out(5);
   out[0].set_type("csv_source");
   auto* c = out[0].mutable_csv_source();
   c->add_files(dir.path() + "/*.csv");
@@ -80,6 +82,11 @@ std::vector<topology::Stage> readers(const temp_dir& dir) {
   f->set_dir(dir.file("img"));
   f->set_records_per_item(2);
   f->set_epochs(2);
+  // A new file order each epoch: a restored reader must read its epoch's.
+  out[4] = out[2];
+  out[4].mutable_tfrecord_source()->set_interleave(1);
+  out[4].mutable_tfrecord_source()->set_epochs(4);
+  out[4].mutable_tfrecord_source()->set_shuffle_files(true);
   return out;
 }
 
@@ -219,4 +226,63 @@ TEST_CASE("a file reader refuses a damaged or foreign state naming what is "
   refused(3, state("image_folder_source/2", 0, uint64_t{19}),
           "file 19 is past this replica's 18 files");
   refused(3, state("image_folder_source/2", 3, uint64_t{0}), "epoch 3 of 2");
+}
+
+namespace {
+
+// The file numbers each epoch of a tfrecord_source over `dir`'s 6 files
+// reads, in order (`seed`: the job seed).
+std::vector<std::vector<int64_t>> file_orders(const registry& reg,
+                                              const temp_dir& dir,
+                                              bool shuffle, uint64_t seed) {
+  topology::Stage s;
+  s.set_type("tfrecord_source");
+  auto* t = s.mutable_tfrecord_source();
+  t->add_files(dir.path() + "/f-*.tfrecord");
+  t->set_records_per_item(1);
+  t->set_epochs(4);
+  t->set_shuffle_files(shuffle);
+  auto r = reg.find(s.type())->make(stage_info{"read", s.type(), 0, 1, seed,
+                                               nullptr},
+                                    s);
+  collecting_emitter out;
+  drain(*r, out);
+  std::vector<std::vector<int64_t>> orders(4);
+  for (auto& item : out.items) {
+    auto file = item.at("index").data_as<int64_t>()[0] >> 32;
+    auto& o = orders.at(item.epoch);
+    if (o.empty() || o.back() != file)
+      o.push_back(file);
+  }
+  return orders;
+}
+
+} // namespace
+
+TEST_CASE("shuffle_files reads every file once per epoch, in an order drawn "
+          "from the seed and the epoch",
+          "[input]") {
+  temp_dir dir;
+  for (int f = 0; f < 6; ++f) {
+    tfrecord_writer w;
+    REQUIRE(w.open(dir.file("f-" + std::to_string(f) + ".tfrecord")));
+    REQUIRE(w.write("a"));
+    REQUIRE(w.write("b"));
+    REQUIRE(w.close());
+  }
+  auto reg = make_registry(std::make_shared<observations>());
+  std::vector<int64_t> sorted{0, 1, 2, 3, 4, 5};
+  for (auto& o : file_orders(reg, dir, false, 1))
+    CHECK(o == sorted);
+  auto a = file_orders(reg, dir, true, 1);
+  std::set<std::vector<int64_t>> distinct;
+  for (auto& o : a) {
+    auto s = o;
+    std::sort(s.begin(), s.end());
+    CHECK(s == sorted); // each file once, its records together
+    distinct.insert(o);
+  }
+  CHECK(distinct.size() > 1); // a new order each epoch
+  CHECK(file_orders(reg, dir, true, 1) == a); // the same seed: the same
+  CHECK(file_orders(reg, dir, true, 2) != a); // another seed: another
 }
