@@ -37,6 +37,8 @@ struct decode_config {
   bool fast_dct = false; // libjpeg-turbo's fast integer DCT
   bool full_decode = false; // every pixel, not only the crop's window
   std::string device = "cpu"; // or "cuda", "cuda:N": nvJPEG
+  double brightness = 0, contrast = 0, saturation = 0; // colour jitter
+  bool jitter() const { return brightness > 0 || contrast > 0 || saturation > 0; }
 };
 
 // The N of "cuda:N" ("cuda": 0). Throws std::out_of_range for an N
@@ -90,6 +92,9 @@ decode_config config_of(const topology::Stage& s) {
   c.full_decode = p.full_decode();
   if (!p.device().empty())
     c.device = p.device();
+  c.brightness = p.brightness();
+  c.contrast = p.contrast();
+  c.saturation = p.saturation();
   return c;
 }
 
@@ -332,6 +337,10 @@ private:
                        cfg_.height, box, img_, cfg_.fast_dct,
                        cfg_.full_decode))
       return false;
+    if (cfg_.jitter()) {
+      jittered(box, flip, record_index, epoch, dst);
+      return true;
+    }
     if (cfg_.as_u8)
       resample_u8(img_, box, cfg_.width, cfg_.height, flip,
                   reinterpret_cast<uint8_t*>(dst));
@@ -341,9 +350,35 @@ private:
     return true;
   }
 
+  // Resamples img_ to values in [0, 1], jitters their colour with factors
+  // drawn for this record (a generator of its own, so that the crop and
+  // flip draws stay those of a job without jitter), then writes `dst`.
+  void jittered(const crop_box& box, bool flip, uint64_t record_index,
+                uint64_t epoch, std::byte* dst) {
+    static constexpr float zero[3] = {0, 0, 0}, unit[3] = {1, 1, 1};
+    values_.resize(image_values());
+    resample_f32(img_, box, cfg_.width, cfg_.height, flip, zero, unit,
+                 values_.data());
+    record_rng rng{seed_ ^ 0x6a6974746572ULL, epoch, record_index}; // "jitter"
+    color_jitter(values_.data(), values_.size() / cfg_.channels, cfg_.channels,
+                 draw_color_factors(rng, cfg_.brightness, cfg_.contrast,
+                                    cfg_.saturation));
+    auto c = static_cast<size_t>(cfg_.channels);
+    if (cfg_.as_u8) {
+      auto* out = reinterpret_cast<uint8_t*>(dst);
+      for (size_t i = 0; i < values_.size(); ++i)
+        out[i] = static_cast<uint8_t>(values_[i] * 255.0f + 0.5f);
+    } else {
+      auto* out = reinterpret_cast<float*>(dst);
+      for (size_t i = 0; i < values_.size(); ++i)
+        out[i] = (values_[i] - cfg_.mean[i % c]) / cfg_.stddev[i % c];
+    }
+  }
+
   std::string label_;
   uint64_t seed_;
   decode_config cfg_;
+  std::vector<float> values_; // jitter's scratch
   image_codec codec_;
   image img_;
   uint64_t skipped_ = 0;
@@ -384,6 +419,15 @@ std::string check(const topology::Stage& s) {
       return "image_decode.std values must not be 0";
   if (p.has_max_pixels() && p.max_pixels() < 1)
     return "image_decode.max_pixels must be >= 1";
+  if (p.brightness() < 0 || p.contrast() < 0 || p.saturation() < 0)
+    return "image_decode.brightness, contrast and saturation must be >= 0";
+  if (p.saturation() > 0 && p.has_channels() && p.channels() == 1)
+    return "image_decode.saturation needs channels: 3 (a gray image has "
+           "no saturation)";
+  if ((p.brightness() > 0 || p.contrast() > 0 || p.saturation() > 0)
+      && !p.device().empty() && p.device() != "cpu")
+    return "image_decode: colour jitter (brightness, contrast, saturation) "
+           "runs on the CPU only; leave device at \"cpu\"";
   if (!p.device().empty() && !valid_device_spec(p.device()))
     return "image_decode.device must be \"cpu\", \"cuda\" or \"cuda:N\", "
            "got \""

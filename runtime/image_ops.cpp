@@ -222,4 +222,45 @@ void resample_f32(const image& src, const crop_box& box, int out_width,
            [scale, shift](float v, int k) { return v * scale[k] + shift[k]; });
 }
 
+color_factors draw_color_factors(record_rng& rng, double brightness,
+                                 double contrast, double saturation) {
+  auto draw = [&](double x) {
+    return x > 0 ? static_cast<float>(rng.uniform(std::max(0.0, 1 - x), 1 + x))
+                 : 1.0f;
+  };
+  color_factors f;
+  f.brightness = draw(brightness);
+  f.contrast = draw(contrast);
+  f.saturation = draw(saturation);
+  return f;
+}
+
+void color_jitter(float* v, size_t pixels, int channels,
+                  const color_factors& f) {
+  auto n = pixels * static_cast<size_t>(channels);
+  auto clamp = [](float x) { return std::min(1.0f, std::max(0.0f, x)); };
+  auto gray = [&](const float* p) {
+    return channels == 3 ? 0.299f * p[0] + 0.587f * p[1] + 0.114f * p[2]
+                         : p[0];
+  };
+  if (f.brightness != 1)
+    for (size_t i = 0; i < n; ++i)
+      v[i] = clamp(v[i] * f.brightness);
+  if (f.contrast != 1 && pixels > 0) {
+    double sum = 0;
+    for (size_t i = 0; i < pixels; ++i)
+      sum += gray(v + i * static_cast<size_t>(channels));
+    auto mean = static_cast<float>(sum / static_cast<double>(pixels));
+    for (size_t i = 0; i < n; ++i)
+      v[i] = clamp(mean + f.contrast * (v[i] - mean));
+  }
+  if (f.saturation != 1 && channels == 3)
+    for (size_t i = 0; i < pixels; ++i) {
+      auto* p = v + i * 3;
+      auto g = gray(p);
+      for (int c = 0; c < 3; ++c)
+        p[c] = clamp(g + f.saturation * (p[c] - g));
+    }
+}
+
 } // namespace af

@@ -52,6 +52,24 @@ axis_map map_axis(double start, double length, int out, int limit,
 void resample_u8(const image& src, const crop_box& box, int out_width,
                  int out_height, bool flip, uint8_t* dst);
 
+/// Colour jitter factors for one image (1: no change).
+struct color_factors {
+  float brightness = 1, contrast = 1, saturation = 1;
+};
+
+/// Draws each factor uniformly from [max(0, 1 - x), 1 + x] for the jitter
+/// amounts `brightness`, `contrast`, `saturation` (0: factor 1, no draw).
+color_factors draw_color_factors(record_rng& rng, double brightness,
+                                 double contrast, double saturation);
+
+/// torchvision's ColorJitter with fixed factors, in place on `pixels`
+/// pixels of `channels` values in [0, 1]: brightness (v * b), then
+/// contrast (blend with the mean of the image's gray values), then
+/// saturation (blend with each pixel's gray value; 3 channels only), each
+/// result clamped to [0, 1]. Gray is 0.299 R + 0.587 G + 0.114 B.
+void color_jitter(float* values, size_t pixels, int channels,
+                  const color_factors& f);
+
 /// As resample_u8, writing float32 (v / 255 - mean[c]) / stddev[c].
 void resample_f32(const image& src, const crop_box& box, int out_width,
                   int out_height, bool flip, const float* mean,
