@@ -7,6 +7,7 @@
 #include "actors/evaluator.hpp"
 #include "actors/example_parse.hpp"
 #include "actors/filter.hpp"
+#include "actors/unbatch.hpp"
 #include "actors/idx_source.hpp"
 #include "actors/ps_shard.hpp"
 #include "actors/image_folder_source.hpp"
@@ -78,6 +79,7 @@ void register_builtin_stages(registry& reg) {
   reg.add(cache_type());
   reg.add(take_type());
   reg.add(filter_type());
+  reg.add(unbatch_type());
   reg.add(skip_type());
   reg.add(csv_source_type());
   reg.add(image_folder_source_type());
