@@ -1,5 +1,6 @@
 #include "actors/example_parse.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -94,7 +95,7 @@ public:
     std::vector<bytes_builder> strings;
     for (size_t k = 0; k < specs_.size(); ++k)
       if (specs_[k].type == feature_type::bytes)
-        strings.emplace_back(records.byte_size(),
+        strings.emplace_back(records.byte_size() / bytes_features(),
                              static_cast<size_t>(n * specs_[k].values));
       else
         strings.emplace_back();
@@ -336,6 +337,15 @@ private:
         for (auto v : f.bytes)
           strings[k].add(v);
     }
+  }
+
+  // How many declared features are bytes: they share the records' size
+  // as their first guess (one bytes feature: all of it).
+  size_t bytes_features() const {
+    size_t k = 0;
+    for (auto& s : specs_)
+      k += s.type == feature_type::bytes;
+    return std::max<size_t>(k, 1);
   }
 
   std::string input_;

@@ -81,7 +81,8 @@ public:
                                   + std::to_string(epoch) + " of "
                                   + std::to_string(cfg_.epochs));
     // restore_position() sees the restored epoch (a reader whose file
-    // order depends on it), and nothing changes when it throws.
+    // order depends on it); when it throws, epoch and seq go back to what
+    // they were (and the reader keeps its own position).
     auto was = std::pair{epoch_, seq_};
     epoch_ = epoch;
     seq_ = seq;

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -79,11 +80,15 @@ struct lexer {
     char* end = nullptr;
     errno = 0;
     auto n = std::strtod(begin, &end);
-    if (end == begin || errno == ERANGE)
-      return "expected a number or a \"quoted string\"";
     std::string token(begin, static_cast<size_t>(end - begin));
+    // Decimal numbers only: no nan, inf or hex (strtod takes them all);
+    // ERANGE only for overflow (a tiny number underflows to 0, fine).
+    if (end == begin
+        || token.find_first_not_of("0123456789+-.eE") != std::string::npos
+        || !std::isfinite(n))
+      return "expected a number or a \"quoted string\"";
     v.number = n;
-    if (token.find_first_of(".eEnN") == std::string::npos) {
+    if (token.find_first_of(".eE") == std::string::npos) {
       char* iend = nullptr;
       errno = 0;
       auto k = std::strtoll(begin, &iend, 10);
@@ -192,11 +197,15 @@ struct cell {
   std::string_view text;
 };
 
-// -1, 0, 1: `a` against the literal `v`, both numbers.
+// -1, 0, 1: `a` against the literal `v`, both numbers; `unordered` for a
+// NaN value, which only != and not in keep.
+constexpr int unordered = 2;
 int order(const cell& a, const filter_clause::value& v) {
   if (a.is_integer && v.is_integer)
     return a.integer < v.integer ? -1 : a.integer > v.integer ? 1 : 0;
   double x = a.is_integer ? static_cast<double>(a.integer) : a.number;
+  if (std::isnan(x))
+    return unordered;
   return x < v.number ? -1 : x > v.number ? 1 : 0;
 }
 
@@ -217,6 +226,8 @@ bool holds(const filter_clause& c, const cell& a) {
     }
     case k::range: {
       int lo = order(a, c.lo), hi = order(a, c.hi);
+      if (lo == unordered)
+        return false;
       return (lo > 0 || (lo == 0 && c.lo_inclusive))
              && (hi < 0 || (hi == 0 && c.hi_inclusive));
     }
@@ -228,6 +239,8 @@ bool holds(const filter_clause& c, const cell& a) {
     return c.cmp == o::eq ? eq : !eq;
   }
   int r = order(a, c.lo);
+  if (r == unordered)
+    return c.cmp == o::ne;
   switch (c.cmp) {
     case o::eq: return r == 0;
     case o::ne: return r != 0;
@@ -257,6 +270,7 @@ public:
   }
 
   void process(batch&& item, emitter& out) override {
+    check_rows(item); // every field with the same number of records
     auto n = item.records();
     std::vector<uint8_t> keep(static_cast<size_t>(n), 1);
     for (auto& c : clauses_) {

@@ -419,8 +419,10 @@ std::string check(const topology::Stage& s) {
       return "image_decode.std values must not be 0";
   if (p.has_max_pixels() && p.max_pixels() < 1)
     return "image_decode.max_pixels must be >= 1";
-  if (p.brightness() < 0 || p.contrast() < 0 || p.saturation() < 0)
-    return "image_decode.brightness, contrast and saturation must be >= 0";
+  for (double x : {p.brightness(), p.contrast(), p.saturation()})
+    if (!(x >= 0) || !std::isfinite(x))
+      return "image_decode.brightness, contrast and saturation must be "
+             "finite and >= 0";
   if (p.saturation() > 0 && p.has_channels() && p.channels() == 1)
     return "image_decode.saturation needs channels: 3 (a gray image has "
            "no saturation)";

@@ -5,6 +5,7 @@
 #include <deque>
 #include <memory>
 #include <stdexcept>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -170,18 +171,26 @@ private:
         + " is past this replica's " + std::to_string(files_.size())
         + " files");
     };
-    files_ = ordered(own_, epoch()); // the order of the restored epoch
-    if (at.next_file > files_.size())
-      refuse("next file", at.next_file);
-    open_.clear();
-    for (auto& o : at.open) {
-      if (o.file >= files_.size())
-        refuse("open file", o.file);
-      auto f = open_file(o.file);
-      if (!f->reader.seek(o.offset, o.index))
-        throw std::runtime_error(f->reader.error());
-      open_.push_back(std::move(f));
+    // The order of the restored epoch; the reader is left as it was when
+    // the state does not fit.
+    auto before = std::exchange(files_, ordered(own_, epoch()));
+    std::deque<std::unique_ptr<open_file_state>> opened;
+    try {
+      if (at.next_file > files_.size())
+        refuse("next file", at.next_file);
+      for (auto& o : at.open) {
+        if (o.file >= files_.size())
+          refuse("open file", o.file);
+        auto f = open_file(o.file);
+        if (!f->reader.seek(o.offset, o.index))
+          throw std::runtime_error(f->reader.error());
+        opened.push_back(std::move(f));
+      }
+    } catch (...) {
+      files_ = std::move(before);
+      throw;
     }
+    open_ = std::move(opened);
     next_file_ = at.next_file;
     turn_ = at.turn;
   }

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "runtime/rows.hpp"
 #include "runtime/topology.hpp"
 
 namespace af {
@@ -48,6 +49,7 @@ tensor flattened(const tensor& t) {
 class unbatch : public stage_logic {
 public:
   void process(batch&& item, emitter& out) override {
+    check_rows(item); // every field with the same number of records
     int64_t m = -1;
     std::string first;
     for (auto& f : item.fields) {

@@ -1,5 +1,6 @@
 #include "runtime/image_codec.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -67,8 +68,9 @@ spng_ptr png_context(std::string_view data, int& err) {
     err = SPNG_EMEM;
     return ctx;
   }
-  err = spng_set_chunk_limits(ctx.get(), data.size() + 1024,
-                              data.size() + 1024);
+  // (libspng refuses limits above 2^31 - 1, its own chunk maximum.)
+  auto limit = std::min<size_t>(data.size() + 1024, 0x7fffffff);
+  err = spng_set_chunk_limits(ctx.get(), limit, limit);
   if (err == 0)
     err = spng_set_png_buffer(ctx.get(), data.data(), data.size());
   return ctx;
@@ -152,24 +154,8 @@ bool image_codec::header(std::string_view data, image_info& out) {
 
 bool image_codec::check(const image_info& info, int channels,
                         uint64_t max_pixels) {
-  if (info.width < 1 || info.height < 1) {
-    error_ = "image of " + std::to_string(info.width) + "x"
-             + std::to_string(info.height) + " has no pixels";
-    return false;
-  }
-  auto pixels = static_cast<uint64_t>(info.width)
-                * static_cast<uint64_t>(info.height);
-  if (pixels > max_pixels) {
-    error_ = "image of " + std::to_string(info.width) + "x"
-             + std::to_string(info.height) + " exceeds the limit of "
-             + std::to_string(max_pixels) + " pixels";
-    return false;
-  }
-  if (channels != 1 && channels != 3) {
-    error_ = "channels must be 1 or 3";
-    return false;
-  }
-  return true;
+  error_ = image_refusal(info.width, info.height, channels, max_pixels);
+  return error_.empty();
 }
 
 bool image_codec::decode(const image_info& info, std::string_view data,

@@ -123,26 +123,24 @@ bool jpeg_codec::decode_whole(const jpeg_info& info, std::string_view data,
   return true;
 }
 
+std::string image_refusal(int width, int height, int channels,
+                          uint64_t max_pixels) {
+  auto size = std::to_string(width) + "x" + std::to_string(height);
+  if (width < 1 || height < 1)
+    return "image of " + size + " has no pixels";
+  if (static_cast<uint64_t>(width) * static_cast<uint64_t>(height)
+      > max_pixels)
+    return "image of " + size + " exceeds the limit of "
+           + std::to_string(max_pixels) + " pixels";
+  if (channels != 1 && channels != 3)
+    return "channels must be 1 or 3";
+  return {};
+}
+
 bool jpeg_codec::check(const jpeg_info& info, int channels,
                        uint64_t max_pixels) {
-  if (info.width < 1 || info.height < 1) {
-    error_ = "image of " + std::to_string(info.width) + "x"
-             + std::to_string(info.height) + " has no pixels";
-    return false;
-  }
-  auto pixels = static_cast<uint64_t>(info.width)
-                * static_cast<uint64_t>(info.height);
-  if (pixels > max_pixels) {
-    error_ = "image of " + std::to_string(info.width) + "x"
-             + std::to_string(info.height) + " exceeds the limit of "
-             + std::to_string(max_pixels) + " pixels";
-    return false;
-  }
-  if (channels != 1 && channels != 3) {
-    error_ = "channels must be 1 or 3";
-    return false;
-  }
-  return true;
+  error_ = image_refusal(info.width, info.height, channels, max_pixels);
+  return error_.empty();
 }
 
 bool jpeg_codec::encode(const uint8_t* pixels, int width, int height,

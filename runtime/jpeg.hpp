@@ -40,6 +40,12 @@ struct jpeg_info {
   int height = 0;
 };
 
+/// What every decoder refuses before it allocates pixels (the same words
+/// for every format): no pixels, more than `max_pixels`, channels other
+/// than 1 or 3. "" when none applies.
+std::string image_refusal(int width, int height, int channels,
+                          uint64_t max_pixels);
+
 class jpeg_codec {
 public:
   jpeg_codec();

@@ -230,8 +230,11 @@ void bytes_builder::add(std::string_view s) {
 }
 
 void bytes_builder::add(const void* data, size_t n) {
+  if (!block_) // finished, or moved from: empty
+    slots_ = capacity_ = count_ = used_ = 0;
+  // Grow only what is short.
   if (count_ + 2 > slots_ || n > capacity_ - used_)
-    grow(std::max(count_ + 2, 2 * slots_),
+    grow(count_ + 2 > slots_ ? std::max(count_ + 2, 2 * slots_) : slots_,
          n > capacity_ - used_ ? std::max(2 * capacity_, used_ + n)
                                : capacity_);
   if (n > 0)
@@ -243,16 +246,34 @@ void bytes_builder::add(const void* data, size_t n) {
 }
 
 tensor bytes_builder::finish() {
-  if (!block_) // finished before: empty
+  if (!block_) { // finished, or moved from: empty
+    slots_ = capacity_ = count_ = used_ = 0;
     grow(1, 0);
-  auto count = count_;
+  }
+  auto count = count_, used = used_;
   auto header = (count + 1) * 8;
-  if (count + 1 < slots_ && used_ > 0) // fewer strings than expected
-    std::memmove(block_.get() + header, strings(), used_);
-  auto* data = block_.release();
+  auto spare = slots_ * 8 + capacity_ - header - used;
+  block_ptr block;
+  if (spare > 4096 && spare > (header + used) / 4) {
+    // Much more than it holds (a generous guess): a block of its size, so
+    // that byte_size(), which budgets and caches count, stays near the
+    // memory held.
+    block.reset(static_cast<std::byte*>(
+      ::operator new[](header + used, buffer_alignment)));
+    std::memcpy(block.get(), block_.get(), header);
+    if (used > 0)
+      std::memcpy(block.get() + header, strings(), used);
+    block_.reset();
+  } else {
+    if (count + 1 < slots_ && used > 0) // fewer strings than expected
+      std::memmove(block_.get() + header, strings(), used);
+    block = std::move(block_);
+  }
+  slots_ = capacity_ = count_ = used_ = 0; // empty, whatever comes next
+  // shared_ptr's constructor frees `data` itself if it throws.
+  auto* data = block.release();
   std::shared_ptr<void> owner{data, block_free{}};
-  auto buf = std::make_shared<buffer>(data, header + used_, std::move(owner));
-  slots_ = capacity_ = count_ = used_ = 0;
+  auto buf = std::make_shared<buffer>(data, header + used, std::move(owner));
   return tensor{dtype::bytes, {static_cast<int64_t>(count)}, std::move(buf)};
 }
 

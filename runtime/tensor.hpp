@@ -189,12 +189,15 @@ private:
 };
 
 /// Builds a dtype::bytes tensor string by string, writing each string once,
-/// straight into the block the tensor will own: finish() copies nothing
-/// unless more strings came than `expected_count` said (the offsets then
-/// need more room) or fewer (the strings then move down to the offsets).
-/// `expected_bytes` and `expected_count` are only sizes to start with; the
-/// block grows when they are exceeded. After finish() the builder is empty
-/// and holds no block; the next add() allocates one.
+/// straight into the block the tensor will own. `expected_bytes` and
+/// `expected_count` are sizes to start with; the block grows (doubling)
+/// when they are exceeded. finish() hands the block over as it is, after
+/// moving the strings down to the offsets when fewer came than expected;
+/// it copies into a block of the tensor's size only when the spare room
+/// is over 4 KiB and over a quarter of the tensor, so that byte_size()
+/// (what edge budgets and caches count) stays close to the memory held.
+/// After finish() (or a move) the builder is empty and holds no block; the
+/// next add() allocates one.
 class bytes_builder {
 public:
   explicit bytes_builder(size_t expected_bytes = 0, size_t expected_count = 0);

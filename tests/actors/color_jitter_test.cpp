@@ -187,7 +187,7 @@ TEST_CASE_METHOD(fixture, "colour jitter settings that cannot work are "
   };
   refused("saturation: 0.3", "1", "image_decode.saturation needs channels: 3");
   refused("brightness: -0.1", "3",
-          "brightness, contrast and saturation must be >= 0");
+          "brightness, contrast and saturation must be finite and >= 0");
   refused("contrast: 0.2 device: \"cuda\"", "3",
           "colour jitter (brightness, contrast, saturation) runs on the CPU "
           "only");

@@ -2,6 +2,7 @@
 // the stage keeping exactly the records every clause holds for.
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -118,6 +119,13 @@ TEST_CASE("filter clauses parse, and a wrong one says where", "[filter]") {
         == "column 7: a range needs < or <= before its upper bound");
   CHECK(parse_filter_clause("\"a\" < x < \"b\"", c)
         == "a range needs numbers, not strings");
+  // Decimal numbers only (strtod would take these).
+  for (auto bad : {"x == nan", "x == inf", "x == 0x10", "x == 1e999"}) {
+    INFO(bad);
+    CHECK(parse_filter_clause(bad, c)
+          == "column 6: expected a number or a \"quoted string\"");
+  }
+  CHECK(parse_filter_clause("x > 1e-310", c).empty()); // tiny, not an error
 }
 
 TEST_CASE_METHOD(fixture, "filter keeps exactly the records every clause "
@@ -174,4 +182,38 @@ TEST_CASE_METHOD(fixture, "filter refuses a clause its field cannot answer",
   CHECK(loaded.errors[0].to_string()
         == "f.pbtxt:8: stage 'keep' (filter): filter.where \"label ==\": "
            "column 9: expected a number or a \"quoted string\"");
+}
+
+TEST_CASE_METHOD(fixture, "a NaN value passes only != and not in",
+                 "[filter][input]") {
+  temp_dir dir;
+  tfrecord_writer w;
+  REQUIRE(w.open(dir.file("data.tfrecord")));
+  for (int i = 0; i < 4; ++i) {
+    tf::Example ex;
+    auto& f = *ex.mutable_features()->mutable_feature();
+    f["label"].mutable_int64_list()->add_value(i);
+    f["weight"].mutable_float_list()->add_value(
+      i == 2 ? std::numeric_limits<float>::quiet_NaN()
+             : static_cast<float>(i));
+    f["name"].mutable_bytes_list()->add_value(names[i % 3]);
+    REQUIRE(w.write(ex.SerializeAsString()));
+  }
+  REQUIRE(w.close());
+  auto kept = [&](const std::string& where) {
+    obs->collected.clear();
+    auto r = run_text(sys, reg, job(dir, {where}));
+    REQUIRE(r.ok);
+    std::set<int64_t> out;
+    for (auto& b : obs->collected)
+      for (int64_t i = 0; i < b.records(); ++i)
+        out.insert(b.at("label").data_as<int64_t>()[i]);
+    return out;
+  };
+  CHECK(kept("weight != 1") == std::set<int64_t>{0, 2, 3});
+  CHECK(kept("weight not in {0}") == std::set<int64_t>{1, 2, 3});
+  CHECK(kept("weight >= 0") == std::set<int64_t>{0, 1, 3});
+  CHECK(kept("weight <= 5") == std::set<int64_t>{0, 1, 3});
+  CHECK(kept("0 <= weight <= 5") == std::set<int64_t>{0, 1, 3});
+  CHECK(kept("weight in {0, 1, 3}") == std::set<int64_t>{0, 1, 3});
 }

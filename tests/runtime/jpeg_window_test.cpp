@@ -95,10 +95,14 @@ void check_exact(const std::string& jpg, int channels, int out, int count,
                                whole_box_i, whole_i, fast));
     CHECK(win_i.pixels == win.pixels);
     CHECK((win_i.left == win.left && win_i.top == win.top
-           && win_i.width == win.width && win_i.height == win.height));
+           && win_i.width == win.width && win_i.height == win.height
+           && win_i.full_width == win.full_width
+           && win_i.full_height == win.full_height));
     CHECK(whole_i.pixels == whole.pixels);
-    CHECK((box_i.x == box.x && box_i.width == box.width
+    CHECK((box_i.x == box.x && box_i.y == box.y && box_i.width == box.width
+           && box_i.height == box.height && whole_box_i.x == whole_box.x
            && whole_box_i.y == whole_box.y
+           && whole_box_i.width == whole_box.width
            && whole_box_i.height == whole_box.height));
   }
 }

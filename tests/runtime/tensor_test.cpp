@@ -199,6 +199,16 @@ TEST_CASE("bytes_builder writes each string once, whatever it expected",
       CHECK(reinterpret_cast<uintptr_t>(t.data()) % 64 == 0);
     }
   }
+  // Moved from, the builder is empty and usable.
+  bytes_builder a{100, 10};
+  a.add("x");
+  bytes_builder b = std::move(a);
+  a.add("yz");
+  auto ta = a.finish(), tb = b.finish();
+  REQUIRE(ta.elements() == 1);
+  CHECK(ta.string_at(0) == "yz");
+  REQUIRE(tb.elements() == 1);
+  CHECK(tb.string_at(0) == "x");
   bytes_builder empty{100, 10};
   auto none = empty.finish();
   CHECK(none.elements() == 0);
