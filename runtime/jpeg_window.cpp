@@ -140,6 +140,14 @@ bool run(jpeg_decompress_struct& c, std::jmp_buf& jump, JSAMPROW* rows,
     x0 = std::max(x0 - 2 * imcu, 0);
     x1 = std::min(x1 + 2 * imcu, ow);
   }
+  if (!c.do_fancy_upsampling) {
+    // libjpeg-turbo up to 3.1 (libjpeg-turbo issue #915): with merged
+    // upsampling (fast_dct, chroma halved vertically), a skip that does not
+    // end on a row group boundary returns rows from before it, and may then
+    // read out of bounds. Skip whole iMCU rows only: a few rows more.
+    int imcu_rows = c.max_v_samp_factor * c.min_DCT_scaled_size;
+    y0 -= y0 % imcu_rows;
+  }
   auto xoff = static_cast<JDIMENSION>(x0);
   auto width = static_cast<JDIMENSION>(x1 - x0);
   if (width < c.output_width)
