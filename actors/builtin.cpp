@@ -8,6 +8,9 @@
 #include "actors/example_parse.hpp"
 #include "actors/filter.hpp"
 #include "actors/unbatch.hpp"
+#include "actors/padded_batch.hpp"
+#include "actors/tfrecord_sink.hpp"
+#include "actors/tokenize.hpp"
 #include "actors/idx_source.hpp"
 #include "actors/ps_shard.hpp"
 #include "actors/image_folder_source.hpp"
@@ -80,6 +83,9 @@ void register_builtin_stages(registry& reg) {
   reg.add(take_type());
   reg.add(filter_type());
   reg.add(unbatch_type());
+  reg.add(padded_batch_type());
+  reg.add(tfrecord_sink_type());
+  reg.add(tokenize_type());
   reg.add(skip_type());
   reg.add(csv_source_type());
   reg.add(image_folder_source_type());

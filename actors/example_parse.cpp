@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <stdexcept>
 
 #include <google/protobuf/io/coded_stream.h>
@@ -20,7 +21,16 @@ struct feature_spec {
   std::string name;
   feature_type type;
   std::vector<int64_t> shape;
-  int64_t values = 1;  // per record
+  int64_t values = 1;  // per record; var_len: any number
+  bool var_len = false;
+};
+
+// A var_len feature's values of one item, back to back, and each record's
+// count.
+struct ragged {
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::vector<int64_t> lengths;
 };
 
 const char* type_name(feature_type t) {
@@ -69,6 +79,7 @@ parse_config config_of(const topology::Stage& s) {
     spec.shape.assign(f.shape().begin(), f.shape().end());
     for (auto d : spec.shape)
       spec.values *= d;
+    spec.var_len = f.var_len();
     c.features.push_back(std::move(spec));
   }
   return c;
@@ -91,6 +102,8 @@ public:
     auto* keys = item.find("key");
     // Output buffers, one per feature.
     std::vector<tensor> fixed(specs_.size());
+    // Var_len features, gathered before their width is known.
+    std::vector<ragged> varying(specs_.size());
     // The serialized records bound the strings they hold.
     std::vector<bytes_builder> strings;
     for (size_t k = 0; k < specs_.size(); ++k)
@@ -103,7 +116,9 @@ public:
       auto& spec = specs_[k];
       auto shape = spec.shape;
       shape.insert(shape.begin(), n);
-      if (spec.type == feature_type::floats)
+      if (spec.var_len)
+        varying[k].lengths.reserve(static_cast<size_t>(n));
+      else if (spec.type == feature_type::floats)
         fixed[k] = tensor::allocate(dtype::f32, shape);
       else if (spec.type == feature_type::int64s)
         fixed[k] = tensor::allocate(dtype::i64, shape);
@@ -117,7 +132,7 @@ public:
                      + std::to_string(item.seq);
       };
       if (fast_extract(rec)) {
-        commit_fast(i, fixed, strings);
+        commit_fast(i, fixed, strings, varying);
         continue;
       }
       // Anything unusual (or wrong) goes through the full protobuf parser,
@@ -129,10 +144,18 @@ public:
       for (size_t k = 0; k < specs_.size(); ++k) {
         auto& spec = specs_[k];
         auto it = map.find(spec.name);
+        if (it == map.end() && spec.var_len) {
+          varying[k].lengths.push_back(0); // as tf's VarLenFeature: none
+          continue;
+        }
         if (it == map.end())
           throw std::runtime_error(where() + ": feature '" + spec.name
                                    + "' is missing");
         auto& f = it->second;
+        if (spec.var_len && f.kind_case() == tf::Feature::KIND_NOT_SET) {
+          varying[k].lengths.push_back(0);
+          continue;
+        }
         auto expected = spec.type == feature_type::bytes
                           ? tf::Feature::kBytesList
                         : spec.type == feature_type::floats
@@ -148,6 +171,17 @@ public:
                         : spec.type == feature_type::floats
                           ? f.float_list().value_size()
                           : f.int64_list().value_size();
+        if (spec.var_len) {
+          auto& v = varying[k];
+          v.lengths.push_back(count);
+          if (spec.type == feature_type::floats)
+            v.floats.insert(v.floats.end(), f.float_list().value().begin(),
+                            f.float_list().value().end());
+          else
+            v.ints.insert(v.ints.end(), f.int64_list().value().begin(),
+                          f.int64_list().value().end());
+          continue;
+        }
         if (count != spec.values)
           throw std::runtime_error(where() + ": feature '" + spec.name
                                    + "' has " + std::to_string(count)
@@ -170,7 +204,9 @@ public:
     result.epoch = item.epoch;
     for (size_t k = 0; k < specs_.size(); ++k) {
       auto& spec = specs_[k];
-      if (spec.type == feature_type::bytes) {
+      if (spec.var_len) {
+        padded(spec, varying[k], result);
+      } else if (spec.type == feature_type::bytes) {
         auto flat = strings[k].finish();
         auto shape = spec.shape;
         shape.insert(shape.begin(), n);
@@ -315,6 +351,8 @@ private:
                       : specs_[k].type == feature_type::floats
                         ? static_cast<int64_t>(f.packed.size() / 4)
                         : static_cast<int64_t>(f.ints.size());
+      if (specs_[k].var_len)
+        continue; // any count; unseen: none
       if (!f.seen || count != specs_[k].values)
         return false;
     }
@@ -322,12 +360,27 @@ private:
   }
 
   void commit_fast(int64_t i, std::vector<tensor>& fixed,
-                   std::vector<bytes_builder>& strings) {
+                   std::vector<bytes_builder>& strings,
+                   std::vector<ragged>& varying) {
     for (size_t k = 0; k < specs_.size(); ++k) {
       auto& spec = specs_[k];
       auto at = static_cast<size_t>(i * spec.values);
       auto& f = found_[k];
-      if (spec.type == feature_type::floats)
+      if (spec.var_len) {
+        auto& v = varying[k];
+        if (spec.type == feature_type::floats) {
+          auto count = f.packed.size() / sizeof(float);
+          v.lengths.push_back(static_cast<int64_t>(count));
+          auto old = v.floats.size();
+          v.floats.resize(old + count);
+          if (count > 0)
+            std::memcpy(v.floats.data() + old, f.packed.data(),
+                        f.packed.size());
+        } else {
+          v.lengths.push_back(static_cast<int64_t>(f.ints.size()));
+          v.ints.insert(v.ints.end(), f.ints.begin(), f.ints.end());
+        }
+      } else if (spec.type == feature_type::floats)
         std::memcpy(fixed[k].mutable_data_as<float>() + at, f.packed.data(),
                     f.packed.size());
       else if (spec.type == feature_type::int64s)
@@ -337,6 +390,39 @@ private:
         for (auto v : f.bytes)
           strings[k].add(v);
     }
+  }
+
+  // A var_len feature's values as [n, L] (L: the longest record, the rest
+  // zeros) and its lengths as "<name>_length" [n].
+  static void padded(const feature_spec& spec, ragged& v, batch& out) {
+    auto n = static_cast<int64_t>(v.lengths.size());
+    int64_t width = 0;
+    for (auto l : v.lengths)
+      width = std::max(width, l);
+    auto fill = [&](auto* dst, const auto& src) {
+      size_t from = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        auto len = static_cast<size_t>(v.lengths[static_cast<size_t>(i)]);
+        std::copy_n(src.begin() + static_cast<std::ptrdiff_t>(from), len,
+                    dst + i * width);
+        std::fill(dst + i * width + static_cast<int64_t>(len),
+                  dst + (i + 1) * width, 0);
+        from += len;
+      }
+    };
+    tensor values;
+    if (spec.type == feature_type::floats) {
+      values = tensor::allocate(dtype::f32, {n, width});
+      fill(values.mutable_data_as<float>(), v.floats);
+    } else {
+      values = tensor::allocate(dtype::i64, {n, width});
+      fill(values.mutable_data_as<int64_t>(), v.ints);
+    }
+    auto lengths = tensor::allocate(dtype::i64, {n});
+    std::copy(v.lengths.begin(), v.lengths.end(),
+              lengths.mutable_data_as<int64_t>());
+    out.set(spec.name, std::move(values));
+    out.set(spec.name + "_length", std::move(lengths));
   }
 
   // How many declared features are bytes: they share the records' size
@@ -361,7 +447,14 @@ std::string check(const topology::Stage& s) {
   auto& c = s.example_parse();
   if (c.feature().empty())
     return "example_parse needs at least one feature";
+  std::set<std::string> names;
+  for (auto& f : c.feature())
+    if (!names.insert(f.name()).second)
+      return "feature '" + f.name() + "' is declared twice";
   for (auto& f : c.feature()) {
+    if (f.var_len() && names.count(f.name() + "_length") > 0)
+      return "feature '" + f.name() + "_length' clashes with the lengths of "
+             "var_len feature '" + f.name() + "'";
     if (f.name().empty())
       return "a feature has no name";
     if (f.type() != "bytes" && f.type() != "float" && f.type() != "int64")
@@ -371,6 +464,14 @@ std::string check(const topology::Stage& s) {
     for (auto d : f.shape())
       if (d < 1)
         return "feature '" + f.name() + "': shape dimensions must be >= 1";
+    if (f.var_len() && f.type() == "bytes")
+      return "feature '" + f.name()
+             + "': var_len takes \"float\" or \"int64\" features, not "
+               "\"bytes\"";
+    if (f.var_len() && f.shape_size() > 0)
+      return "feature '" + f.name()
+             + "': a var_len feature has no shape (its values are a list of "
+               "any length)";
   }
   return {};
 }

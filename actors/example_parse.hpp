@@ -4,7 +4,9 @@
 // [records, shape...]. Other fields of the item ("key", "index", ...) pass
 // through. A missing feature, one of another type or with the wrong number
 // of values fails the stage naming the feature and the record (its "key"
-// when present). Config: topology.ExampleParseConfig.
+// when present). A var_len feature gives [records, L] values, L the
+// longest record of the item, padded with zeros, and "<name>_length" [records];
+// a missing var_len feature has none. Config: topology.ExampleParseConfig.
 #pragma once
 
 #include "runtime/registry.hpp"
