@@ -44,6 +44,7 @@ struct csv_config : file_source_config {
   bool header = true;   // the first row names the columns (else: positions)
   char delimiter = ',';
   bool skip_bad = false; // rows that do not fit: skipped and counted, or fail
+  bool shuffle_files = false; // a new file order each epoch
 };
 
 csv_config config_of(const topology::Stage& s) {
@@ -62,6 +63,7 @@ csv_config config_of(const topology::Stage& s) {
   if (!p.delimiter().empty())
     c.delimiter = p.delimiter()[0];
   c.skip_bad = p.on_bad_row() == "skip";
+  c.shuffle_files = p.shuffle_files();
   return c;
 }
 
@@ -88,11 +90,15 @@ public:
       header_(cfg.header),
       delimiter_(cfg.delimiter),
       skip_bad_(cfg.skip_bad),
-      columns_(std::move(cfg.columns)) {
+      columns_(std::move(cfg.columns)),
+      shuffle_files_(cfg.shuffle_files),
+      seed_(info.seed),
+      replica_(info.replica) {
     auto all = expand_file_patterns(cfg.patterns);
     for (size_t i = 0; i < all.size(); ++i)
       if (i % info.replicas == info.replica)
-        files_.push_back({all[i], static_cast<uint32_t>(i)});
+        mine_.push_back({all[i], static_cast<uint32_t>(i)});
+    order_files();
   }
 
   bool produce(emitter& out) override {
@@ -100,6 +106,7 @@ public:
       if (!reader_ && !open_next()) {
         end_epoch(out);
         next_file_ = 0;
+        order_files();
         continue;
       }
       if (read_item(out))
@@ -120,13 +127,14 @@ private:
   }
 
   void restore_position(const csv_position& at) override {
-    if (at.next_file > files_.size() || (at.open && at.file >= files_.size()))
+    if (at.next_file > mine_.size() || (at.open && at.file >= mine_.size()))
       throw std::invalid_argument(
         "a damaged " + tag() + " state: "
         + (at.open ? "open file " + std::to_string(at.file)
                    : "next file " + std::to_string(at.next_file))
-        + " is past this replica's " + std::to_string(files_.size())
+        + " is past this replica's " + std::to_string(mine_.size())
         + " files");
+    order_files(); // the restored epoch's order
     reader_.reset();
     next_file_ = at.next_file;
     if (at.open) {
@@ -263,7 +271,16 @@ private:
   char delimiter_;
   bool skip_bad_;
   std::vector<column> columns_;
-  std::vector<file_entry> files_;
+  // This epoch's order of this replica's files (shuffle_files).
+  void order_files() {
+    files_ = epoch_order(mine_, shuffle_files_, seed_, epoch(), replica_);
+  }
+
+  std::vector<file_entry> mine_;  // this replica's files, sorted
+  std::vector<file_entry> files_; // in this epoch's order
+  bool shuffle_files_;
+  uint64_t seed_;
+  uint32_t replica_;
   std::unique_ptr<csv_reader> reader_;
   size_t next_file_ = 0, file_ = 0;
   int64_t rows_in_file_ = 0;  // data rows read from the open file

@@ -15,6 +15,7 @@ namespace {
 
 struct image_folder_config : file_source_config {
   std::string dir; // DIR of DIR/CLASS/IMAGE
+  bool shuffle_files = false; // a new order each epoch
 };
 
 image_folder_config config_of(const topology::Stage& s) {
@@ -22,6 +23,7 @@ image_folder_config config_of(const topology::Stage& s) {
   image_folder_config c;
   read_file_source_config(p, c);
   c.dir = p.dir();
+  c.shuffle_files = p.shuffle_files();
   return c;
 }
 
@@ -29,11 +31,14 @@ image_folder_config config_of(const topology::Stage& s) {
 class image_folder_source : public file_source<uint64_t> {
 public:
   image_folder_source(const stage_info& info, const image_folder_config& cfg)
-    : file_source("image_folder_source/2", cfg) {
+    : file_source("image_folder_source/2", cfg),
+      shuffle_files_(cfg.shuffle_files), seed_(info.seed),
+      replica_(info.replica) {
     auto folder = list_image_folder(cfg.dir);
     for (size_t i = 0; i < folder.files.size(); ++i)
       if (i % info.replicas == info.replica)
-        mine_.push_back({folder.files[i], static_cast<int64_t>(i)});
+        sorted_.push_back({folder.files[i], static_cast<int64_t>(i)});
+    order_files();
   }
 
   bool produce(emitter& out) override {
@@ -69,6 +74,7 @@ public:
     if (next_ >= mine_.size()) {
       end_epoch(out);
       next_ = 0;
+      order_files();
     }
     return epochs_left();
   }
@@ -77,11 +83,12 @@ private:
   uint64_t position() const override { return next_; }
 
   void restore_position(const uint64_t& next) override {
-    if (next > mine_.size())
+    if (next > sorted_.size())
       throw std::invalid_argument(
         "a damaged " + tag() + " state: file " + std::to_string(next)
-        + " is past this replica's " + std::to_string(mine_.size())
+        + " is past this replica's " + std::to_string(sorted_.size())
         + " files");
+    order_files(); // the restored epoch's order
     next_ = next;
   }
 
@@ -89,8 +96,17 @@ private:
     image_folder::entry file;
     int64_t number;
   };
-  std::vector<entry> mine_;
+  // This epoch's order of this replica's files (shuffle_files).
+  void order_files() {
+    mine_ = epoch_order(sorted_, shuffle_files_, seed_, epoch(), replica_);
+  }
+
+  std::vector<entry> sorted_; // this replica's files, sorted
+  std::vector<entry> mine_;   // in this epoch's order
   size_t next_ = 0;
+  bool shuffle_files_;
+  uint64_t seed_;
+  uint32_t replica_;
 };
 
 } // namespace

@@ -40,6 +40,8 @@ std::vector<topology::Stage> readers(const temp_dir& dir) {
     csv += std::to_string(i) + ",\"row\n" + std::to_string(i) + "\"\n";
   dir.write("a.csv", csv);
   dir.write("b.csv", csv);
+  for (auto name : {"c", "d", "e", "f"}) // a few files to shuffle
+    dir.write(std::string{name} + ".csv", "id\n1\n2\n");
   dir.write("images.idx", idx_file({50, 2, 2}));
   dir.write("labels.idx", idx_file({50}));
   for (int f = 0; f < 3; ++f) {
@@ -56,7 +58,7 @@ std::vector<topology::Stage> readers(const temp_dir& dir) {
                 std::string{cls} + " " + std::to_string(i));
   }
 
-  std::vector<topology::Stage> out(5);
+  std::vector<topology::Stage> out(7);
   out[0].set_type("csv_source");
   auto* c = out[0].mutable_csv_source();
   c->add_files(dir.path() + "/*.csv");
@@ -87,6 +89,12 @@ std::vector<topology::Stage> readers(const temp_dir& dir) {
   out[4].mutable_tfrecord_source()->set_interleave(1);
   out[4].mutable_tfrecord_source()->set_epochs(4);
   out[4].mutable_tfrecord_source()->set_shuffle_files(true);
+  out[5] = out[0];
+  out[5].mutable_csv_source()->set_epochs(4);
+  out[5].mutable_csv_source()->set_shuffle_files(true);
+  out[6] = out[3];
+  out[6].mutable_image_folder_source()->set_epochs(4);
+  out[6].mutable_image_folder_source()->set_shuffle_files(true);
   return out;
 }
 
@@ -210,10 +218,10 @@ TEST_CASE("a file reader refuses a damaged or foreign state naming what is "
   auto no_files = std::vector<open_file>{};
   refused(0, state("csv_source/2", 0, uint64_t{9}, false, uint64_t{0},
                    int64_t{0}),
-          "next file 9 is past this replica's 2 files");
-  refused(0, state("csv_source/2", 0, uint64_t{1}, true, uint64_t{5},
+          "next file 9 is past this replica's 6 files");
+  refused(0, state("csv_source/2", 0, uint64_t{1}, true, uint64_t{7},
                    int64_t{0}),
-          "open file 5 is past this replica's 2 files");
+          "open file 7 is past this replica's 6 files");
   refused(1, state("idx_source/2", 0, int64_t{51}),
           "row 51 is not in this replica's rows 0 to 50");
   refused(1, state("idx_source/2", 0, int64_t{-1}), "row -1");
@@ -285,4 +293,66 @@ TEST_CASE("shuffle_files reads every file once per epoch, in an order drawn "
   CHECK(distinct.size() > 1); // a new order each epoch
   CHECK(file_orders(reg, dir, true, 1) == a); // the same seed: the same
   CHECK(file_orders(reg, dir, true, 2) != a); // another seed: another
+}
+
+namespace {
+
+// The "index" values (file numbers for csv_source: index >> 32) each epoch
+// of `s` reads, in order, with job seed `seed`.
+std::vector<std::vector<int64_t>> epoch_orders(const registry& reg,
+                                               topology::Stage s,
+                                               uint64_t seed, bool by_file) {
+  auto r = reg.find(s.type())->make(stage_info{"read", s.type(), 0, 1, seed,
+                                               nullptr},
+                                    s);
+  collecting_emitter out;
+  drain(*r, out);
+  std::vector<std::vector<int64_t>> orders;
+  for (auto& item : out.items)
+    for (int64_t i = 0; i < item.records(); ++i) {
+      auto v = item.at("index").data_as<int64_t>()[i];
+      if (by_file)
+        v >>= 32;
+      if (orders.size() <= item.epoch)
+        orders.resize(item.epoch + 1);
+      auto& o = orders[item.epoch];
+      if (o.empty() || o.back() != v)
+        o.push_back(v);
+    }
+  return orders;
+}
+
+} // namespace
+
+TEST_CASE("csv_source and image_folder_source shuffle_files: each file once "
+          "per epoch, in an order drawn from the seed and the epoch",
+          "[input]") {
+  temp_dir dir;
+  auto reg = make_registry(std::make_shared<observations>());
+  auto stages = readers(dir);
+  for (auto k : {5, 6}) {
+    auto& s = stages[static_cast<size_t>(k)];
+    INFO(s.type());
+    bool csv = s.type() == "csv_source";
+    auto a = epoch_orders(reg, s, 1, csv);
+    REQUIRE(a.size() == 4);
+    auto plain = s;
+    if (csv)
+      plain.mutable_csv_source()->set_shuffle_files(false);
+    else
+      plain.mutable_image_folder_source()->set_shuffle_files(false);
+    auto sorted = epoch_orders(reg, plain, 1, csv).front();
+    CHECK(std::is_sorted(sorted.begin(), sorted.end()));
+    CHECK(sorted.size() == (csv ? 6u : 18u));
+    std::set<std::vector<int64_t>> distinct;
+    for (auto& o : a) {
+      auto each = o;
+      std::sort(each.begin(), each.end());
+      CHECK(each == sorted); // every file once, its rows together
+      distinct.insert(o);
+    }
+    CHECK(distinct.size() > 1);
+    CHECK(epoch_orders(reg, s, 1, csv) == a);
+    CHECK(epoch_orders(reg, s, 7, csv) != a);
+  }
 }
