@@ -11,6 +11,7 @@
 #include "actors/padded_batch.hpp"
 #include "actors/tfrecord_sink.hpp"
 #include "actors/tokenize.hpp"
+#include "actors/zip.hpp"
 #include "actors/idx_source.hpp"
 #include "actors/ps_shard.hpp"
 #include "actors/image_folder_source.hpp"
@@ -86,6 +87,7 @@ void register_builtin_stages(registry& reg) {
   reg.add(padded_batch_type());
   reg.add(tfrecord_sink_type());
   reg.add(tokenize_type());
+  reg.add(zip_type());
   reg.add(skip_type());
   reg.add(csv_source_type());
   reg.add(image_folder_source_type());

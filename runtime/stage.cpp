@@ -18,6 +18,10 @@ bool stage_logic::produce(emitter&) {
 void stage_logic::process(batch&&, emitter&) {
 }
 
+void stage_logic::process_from(std::string_view, batch&& item, emitter& out) {
+  process(std::move(item), out);
+}
+
 void stage_logic::end_of_epoch(uint64_t, emitter&) {
 }
 

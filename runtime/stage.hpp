@@ -27,6 +27,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -115,6 +116,11 @@ public:
   virtual bool produce(emitter& out);
   /// Consumes one item. Default: drops it (sources never get one).
   virtual void process(batch&& item, emitter& out);
+  /// The runtime's entry: `item` came from replica `producer` ("name[r]",
+  /// or the stage name alone). For stages that tell their inputs apart
+  /// (zip). Default: process(item, out).
+  virtual void process_from(std::string_view producer, batch&& item,
+                            emitter& out);
   /// Epoch `epoch` ended on every input; called before the runtime forwards
   /// the marker (a batcher flushes its remainder here).
   virtual void end_of_epoch(uint64_t epoch, emitter& out);

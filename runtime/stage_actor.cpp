@@ -77,7 +77,7 @@ void handle_input(stage_self self) {
       st.stats.records_in += static_cast<uint64_t>(ev.value.records());
       st.stats.bytes_in += bytes;
       edge.epochs_seen = std::max(edge.epochs_seen, ev.value.epoch + 1);
-      st.setup.logic->process(std::move(ev.value), st);
+      st.setup.logic->process_from(edge.name, std::move(ev.value), st);
       auto ack = edge.resend ? track_outputs(st, ev.edge) : nullptr;
       if (edge.resend && !st.outputs.empty()) {
         st.credit_after_output.emplace_back(std::move(ack), bytes);
