@@ -238,6 +238,31 @@ TEST_CASE("a file reader refuses a damaged or foreign state naming what is "
 
 namespace {
 
+// The "index" values (`by_file`: the file numbers, index >> 32) each epoch
+// of reader `s` reads, in order, with job seed `seed`.
+std::vector<std::vector<int64_t>> epoch_orders(const registry& reg,
+                                               topology::Stage s,
+                                               uint64_t seed, bool by_file) {
+  auto r = reg.find(s.type())->make(stage_info{"read", s.type(), 0, 1, seed,
+                                               nullptr},
+                                    s);
+  collecting_emitter out;
+  drain(*r, out);
+  std::vector<std::vector<int64_t>> orders;
+  for (auto& item : out.items)
+    for (int64_t i = 0; i < item.records(); ++i) {
+      auto v = item.at("index").data_as<int64_t>()[i];
+      if (by_file)
+        v >>= 32;
+      if (orders.size() <= item.epoch)
+        orders.resize(item.epoch + 1);
+      auto& o = orders[item.epoch];
+      if (o.empty() || o.back() != v)
+        o.push_back(v);
+    }
+  return orders;
+}
+
 // The file numbers each epoch of a tfrecord_source over `dir`'s 6 files
 // reads, in order (`seed`: the job seed).
 std::vector<std::vector<int64_t>> file_orders(const registry& reg,
@@ -250,19 +275,7 @@ std::vector<std::vector<int64_t>> file_orders(const registry& reg,
   t->set_records_per_item(1);
   t->set_epochs(4);
   t->set_shuffle_files(shuffle);
-  auto r = reg.find(s.type())->make(stage_info{"read", s.type(), 0, 1, seed,
-                                               nullptr},
-                                    s);
-  collecting_emitter out;
-  drain(*r, out);
-  std::vector<std::vector<int64_t>> orders(4);
-  for (auto& item : out.items) {
-    auto file = item.at("index").data_as<int64_t>()[0] >> 32;
-    auto& o = orders.at(item.epoch);
-    if (o.empty() || o.back() != file)
-      o.push_back(file);
-  }
-  return orders;
+  return epoch_orders(reg, s, seed, true);
 }
 
 } // namespace
@@ -294,35 +307,6 @@ TEST_CASE("shuffle_files reads every file once per epoch, in an order drawn "
   CHECK(file_orders(reg, dir, true, 1) == a); // the same seed: the same
   CHECK(file_orders(reg, dir, true, 2) != a); // another seed: another
 }
-
-namespace {
-
-// The "index" values (file numbers for csv_source: index >> 32) each epoch
-// of `s` reads, in order, with job seed `seed`.
-std::vector<std::vector<int64_t>> epoch_orders(const registry& reg,
-                                               topology::Stage s,
-                                               uint64_t seed, bool by_file) {
-  auto r = reg.find(s.type())->make(stage_info{"read", s.type(), 0, 1, seed,
-                                               nullptr},
-                                    s);
-  collecting_emitter out;
-  drain(*r, out);
-  std::vector<std::vector<int64_t>> orders;
-  for (auto& item : out.items)
-    for (int64_t i = 0; i < item.records(); ++i) {
-      auto v = item.at("index").data_as<int64_t>()[i];
-      if (by_file)
-        v >>= 32;
-      if (orders.size() <= item.epoch)
-        orders.resize(item.epoch + 1);
-      auto& o = orders[item.epoch];
-      if (o.empty() || o.back() != v)
-        o.push_back(v);
-    }
-  return orders;
-}
-
-} // namespace
 
 TEST_CASE("csv_source and image_folder_source shuffle_files: each file once "
           "per epoch, in an order drawn from the seed and the epoch",

@@ -16,6 +16,7 @@
 #include "runtime/tfrecord_reader.hpp"
 #include "runtime/tfrecord_writer.hpp"
 #include "tests/support/harness.hpp"
+#include "tests/support/numbered.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace af;
@@ -32,9 +33,7 @@ tf::Example example_of(int64_t i) {
   tf::Example ex;
   auto& f = *ex.mutable_features()->mutable_feature();
   f["label"].mutable_int64_list()->add_value(i);
-  std::string name = "n";
-  name += std::to_string(i);
-  f["name"].mutable_bytes_list()->add_value(i == 7 ? "" : name);
+  f["name"].mutable_bytes_list()->add_value(i == 7 ? "" : numbered("n", i));
   f["pair"].mutable_float_list()->add_value(static_cast<float>(i) + 0.25f);
   f["pair"].mutable_float_list()->add_value(static_cast<float>(-i));
   for (int64_t k = 0; k < i % 6; ++k)
@@ -140,6 +139,34 @@ TEST_CASE_METHOD(fixture, "tfrecord_sink writes records that read back as "
     }
   }
   CHECK(seen == records);
+}
+
+TEST_CASE_METHOD(fixture, "tfrecord_sink writes only the fields it is given",
+                 "[tfrecord_sink][input]") {
+  temp_dir dir;
+  write_input(dir);
+  auto r = run_text(sys, reg, parse(dir.file("in.tfrecord")) + R"(
+    stage { name: "save" type: "tfrecord_sink" input { stage: "parse" }
+            tfrecord_sink { path: ")" + dir.file("out") + R"("
+                            fields: ["label", "index"] } })");
+  REQUIRE(r.ok);
+  auto got = read_back({tfrecord_sink_file(dir.file("out"), 0, 0, false)});
+  REQUIRE(got.size() == records);
+  for (int64_t i = 0; i < records; ++i) {
+    tf::Example back;
+    REQUIRE(back.ParseFromString(got[i]));
+    auto& f = back.features().feature();
+    CHECK(f.size() == 2);
+    CHECK(f.at("label").int64_list().value(0) == i);
+    CHECK(f.at("index").int64_list().value(0) == i); // record i of file 0
+  }
+  auto wrong = run_text(sys, reg, parse(dir.file("in.tfrecord")) + R"(
+    stage { name: "save" type: "tfrecord_sink" input { stage: "parse" }
+            tfrecord_sink { path: ")" + dir.file("other") + R"("
+                            fields: ["lable"] } })");
+  CHECK_FALSE(wrong.ok);
+  CHECK_THAT(wrong.error, Catch::Contains("tfrecord_sink: no field 'lable' to "
+                                          "write (the item has label, name"));
 }
 
 TEST_CASE_METHOD(fixture, "tfrecord_sink refuses an earlier run's files and "

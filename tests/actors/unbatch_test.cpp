@@ -10,6 +10,7 @@
 #include "proto/example.pb.h"
 #include "runtime/tfrecord_writer.hpp"
 #include "tests/support/harness.hpp"
+#include "tests/support/numbered.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace af;
@@ -17,13 +18,7 @@ using namespace af::test;
 
 namespace {
 
-// "r<i>" (appended, not "r" + ...: GCC 12's -Wrestrict misfires on that
-// at -O3).
-std::string name_of(int64_t i) {
-  std::string s = "r";
-  s += std::to_string(i);
-  return s;
-}
+std::string name_of(int64_t i) { return numbered("r", i); }
 
 // 20 records: label i, tokens {10i, 10i + 1, 10i + 2}, pair {i, -i},
 // name "r<i>".

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tests/support/harness.hpp"
+#include "tests/support/numbered.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace af;
@@ -16,13 +17,7 @@ using namespace af::test;
 
 namespace {
 
-// "n<id>" (appended, not "n" + ...: GCC 12's -Wrestrict misfires on that
-// at -O3).
-std::string name_of(int64_t id) {
-  std::string s = "n";
-  s += std::to_string(id);
-  return s;
-}
+std::string name_of(int64_t id) { return numbered("n", id); }
 
 // a.csv: label 0..29; b.csv: id 100..119 with name "n<id>".
 void write_inputs(const temp_dir& dir) {
