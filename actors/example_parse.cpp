@@ -91,6 +91,7 @@ public:
     : input_(std::move(cfg.input)), keep_input_(cfg.keep_input),
       specs_(std::move(cfg.features)) {
     found_.resize(specs_.size());
+    varying_.resize(specs_.size());
   }
 
   void process(batch&& item, emitter& out) override {
@@ -102,8 +103,14 @@ public:
     auto* keys = item.find("key");
     // Output buffers, one per feature.
     std::vector<tensor> fixed(specs_.size());
-    // Var_len features, gathered before their width is known.
-    std::vector<ragged> varying(specs_.size());
+    // Var_len features, gathered before their width is known (kept
+    // between items, so their buffers are allocated once).
+    auto& varying = varying_;
+    for (auto& v : varying) {
+      v.ints.clear();
+      v.floats.clear();
+      v.lengths.clear();
+    }
     // The serialized records bound the strings they hold.
     std::vector<bytes_builder> strings;
     for (size_t k = 0; k < specs_.size(); ++k)
@@ -438,6 +445,7 @@ private:
   bool keep_input_;
   std::vector<feature_spec> specs_;
   std::vector<found_feature> found_;
+  std::vector<ragged> varying_; // var_len values of the item in process()
   tf::Example example_;
 };
 
