@@ -253,6 +253,16 @@ void write_report_json(std::FILE* out, const std::string& job_name,
                          {"gap_ms", rounded(x.gap, 4)},
                          {"device_busy", rounded(x.device_busy, 4)},
                          {"input_in_place", rounded(x.input_in_place, 4)}});
+  // Every replica's latest metrics ("evaluate[0]": {"test_accuracy": ...}).
+  auto metrics = json::object();
+  for (auto& s : p.stages) {
+    if (s.metrics.empty())
+      continue;
+    auto m = json::object();
+    for (auto& x : s.metrics)
+      m[x.name] = x.value;
+    metrics[s.stage] = std::move(m);
+  }
   json report = {{"job", job_name},
                  {"ok", r.ok},
                  {"stopped", r.stopped},
@@ -268,6 +278,7 @@ void write_report_json(std::FILE* out, const std::string& job_name,
                   rounded(r.restarts.empty() ? p.elapsed_s : r.run_elapsed_s,
                           3)},
                  {"stages", std::move(stages)},
+                 {"metrics", std::move(metrics)},
                  {"step_time", std::move(step_time)},
                  {"bottleneck", {{"stage", b.stage}, {"hint", b.hint}}}};
   std::fprintf(out, "%s\n",
