@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
       [count](af::outlet_atom, const std::string&, const af::batch&) {
         count->fetch_add(1, std::memory_order_relaxed);
       },
+      [](af::job_progress_atom, const af::job_progress&) {},
       [self](af::job_done_atom, const af::run_result&) { self->quit(); },
     };
   });
