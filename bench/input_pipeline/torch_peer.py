@@ -33,6 +33,17 @@ IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
 
 
+def train_transform():
+    """torchvision's usual ImageNet training transforms (also used by
+    bench/python/train_loop.py)."""
+    return transforms.Compose([
+        transforms.RandomResizedCrop(224),
+        transforms.RandomHorizontalFlip(),
+        transforms.ToTensor(),
+        transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+    ])
+
+
 def worker_init(_worker_id):
     # Each worker decodes and transforms one image at a time; more intra-op
     # threads only contend for the same cores.
@@ -56,13 +67,7 @@ def main():
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
 
-    transform = transforms.Compose([
-        transforms.RandomResizedCrop(224),
-        transforms.RandomHorizontalFlip(),
-        transforms.ToTensor(),
-        transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
-    ])
-    dataset = torchvision.datasets.ImageFolder(args.data, transform=transform)
+    dataset = torchvision.datasets.ImageFolder(args.data, transform=train_transform())
     if args.limit > 0:
         dataset = torch.utils.data.Subset(dataset, range(min(args.limit, len(dataset))))
     if len(dataset) == 0:

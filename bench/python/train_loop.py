@@ -24,10 +24,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "apps", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "input_pipeline"))
 import pytorch_imagenet_like as example  # noqa: E402
-
-MEAN = [0.485, 0.456, 0.406]
-STD = [0.229, 0.224, 0.225]
 
 
 def worker_init(_):
@@ -36,15 +34,9 @@ def worker_init(_):
 
 def dataloader_batches(args):
     import torchvision
-    from torchvision import transforms
+    from torch_peer import train_transform  # the input-pipeline benchmark's peer
 
-    transform = transforms.Compose([
-        transforms.RandomResizedCrop(224),
-        transforms.RandomHorizontalFlip(),
-        transforms.ToTensor(),
-        transforms.Normalize(MEAN, STD),
-    ])
-    dataset = torchvision.datasets.ImageFolder(args.data, transform=transform)
+    dataset = torchvision.datasets.ImageFolder(args.data, transform=train_transform())
     kwargs = dict(batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
                   pin_memory=args.pin_memory, generator=torch.Generator().manual_seed(0))
     if args.workers > 0:
@@ -96,6 +88,8 @@ def main():
         batches, started = timed(dataloader_batches(args), args.warmup)
         images, _, loss = example.train(batches, net, opt, lambda x: x)
     end = time.perf_counter()
+    if started[0] is None:
+        sys.exit(f"train_loop: no batch after the {args.warmup} warm-up batches: more images or epochs")
     seconds = end - started[0]
     print(json.dumps({"loader": args.loader, "pin_memory": args.pin_memory, "images": images,
                       "seconds": round(seconds, 3), "images_per_s": round(images / seconds, 1),

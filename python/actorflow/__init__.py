@@ -13,6 +13,7 @@ threads, and tables for users of PyTorch's DataLoader and of DALI.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional
 
@@ -244,6 +245,7 @@ class BatchIterator:
             raise JobError(str(e)) from None
         self._result: Optional[Result] = None
         self._raised = False
+        self._closing = threading.Lock()
         self.epoch: Optional[int] = None  # of the batch handed out last
 
     @property
@@ -254,12 +256,13 @@ class BatchIterator:
         return self
 
     def __next__(self) -> Dict[str, Array]:
-        if self._stream is None:
-            self._raise_if_failed()
-            raise StopIteration
         try:
+            stream = self._stream
+            if stream is None:
+                self._raise_if_failed()
+                raise StopIteration
             while True:
-                kind, fields, epoch, bf16 = self._stream.next(self._poll_s)
+                kind, fields, epoch, bf16 = stream.next(self._poll_s)
                 if kind == 0:
                     self.epoch = epoch
                     return _arrays(fields, bf16)
@@ -275,9 +278,12 @@ class BatchIterator:
     def progress(self) -> Optional[Progress]:
         """The job's latest progress report (every 0.5 s), or None before
         the first; after the end, the final one."""
-        if self._result is not None:
-            return self._result.final
-        p = self._stream.progress()
+        result, stream = self._result, self._stream
+        if result is not None:
+            return result.final
+        if stream is None:
+            return None
+        p = stream.progress()
         return None if p is None else Progress._of(p)
 
     @property
@@ -288,21 +294,25 @@ class BatchIterator:
     def stop(self) -> None:
         """Ends the job early: the sources stop, what is in flight drains
         and is dropped; the iteration then ends (result.stopped)."""
-        if self._stream is not None:
-            self._stream.stop()
+        stream = self._stream
+        if stream is not None:
+            stream.stop()
 
     def close(self) -> None:
-        """Stops the job if it still runs and waits for its end (aborting
-        it if it does not drain within close_timeout_s). Arrays handed out
-        stay valid."""
-        if self._stream is not None:
-            self._stream.close(self.close_timeout_s)
-            self._finish()
+        """Stops the job if it still runs and waits for its end: at most
+        close_timeout_s for it to drain, as long again after aborting it,
+        and as long again for its actor system to shut down. Arrays handed
+        out stay valid."""
+        self._finish()
 
     def _finish(self) -> None:
-        self._result = Result._of(self._stream.result())
-        self._stream.close(self.close_timeout_s)
-        self._stream = None
+        with self._closing:
+            stream = self._stream
+            if stream is None:
+                return
+            stream.close(self.close_timeout_s)
+            self._result = Result._of(stream.result())
+            self._stream = None
 
     def _raise_if_failed(self) -> None:
         # Once: after the JobError, the iteration is over.
@@ -318,9 +328,8 @@ class BatchIterator:
         self.close()
 
     def __del__(self):
-        stream = getattr(self, "_stream", None)
-        if stream is not None:
-            stream.close(self.close_timeout_s)
+        if getattr(self, "_stream", None) is not None:
+            self._finish()
 
 
 def _arrays(fields: dict, bf16: List[str]) -> Dict[str, Array]:

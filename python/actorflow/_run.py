@@ -96,7 +96,11 @@ def run(topology, *, progress: bool = False, echo: bool = True, **options):
             t.join()
 
         if rc == 2:
-            problems = [line for line in stderr_lines if _PROBLEM.match(line)]
+            # "file:line: message", or "file: message" for the file itself
+            # (missing, unreadable).
+            path = os.fspath(topology)
+            problems = [line for line in stderr_lines
+                        if _PROBLEM.match(line) or line.startswith(path + ": ")]
             if problems:
                 raise TopologyError(problems)
             usage = [line for line in stderr_lines if line.strip() and not line.startswith("Run with --help")]

@@ -76,7 +76,8 @@ DLDataType dl_type(const pyb::dtype& dt, bool bf16) {
   d.bits = static_cast<uint8_t>(dt.itemsize() * 8);
   switch (dt.kind()) {
     case 'u':
-      d.code = bf16 ? kDLBfloat : kDLUInt;
+      // bfloat16 travels as uint16; a view of another width is not.
+      d.code = bf16 && dt.itemsize() == 2 ? kDLBfloat : kDLUInt;
       break;
     case 'i':
       d.code = kDLInt;
@@ -88,9 +89,9 @@ DLDataType dl_type(const pyb::dtype& dt, bool bf16) {
       d.code = kDLUInt; // bool as 8-bit unsigned (DLPack 0.6 has no bool)
       break;
     default:
-      throw std::invalid_argument(std::string{"DLPack cannot carry arrays "
-                                              "of kind '"}
-                                  + dt.kind() + "'");
+      throw pyb::buffer_error(std::string{"DLPack cannot carry arrays of "
+                                          "kind '"}
+                              + dt.kind() + "'");
   }
   return d;
 }
@@ -139,8 +140,8 @@ pyb::capsule to_dlpack(const pyb::array& array, bool bf16) {
     m->shape.push_back(static_cast<int64_t>(array.shape(i)));
     auto s = static_cast<int64_t>(array.strides(i));
     if (s % item != 0)
-      throw std::invalid_argument("DLPack: a stride that is not a whole "
-                                  "number of elements");
+      throw pyb::buffer_error("DLPack: a stride that is not a whole "
+                              "number of elements");
     m->strides.push_back(s / item);
   }
   t.shape = m->shape.data();

@@ -20,8 +20,9 @@ pybind11::dict to_dict(const batch& b);
 
 /// A "dltensor" capsule over `array`'s memory (no copy) that keeps `array`
 /// alive until the consumer lets go. `bf16`: the uint16 elements are
-/// bfloat16. Throws std::invalid_argument for object arrays and strides
-/// that are not whole elements.
+/// bfloat16 (when 2 bytes wide). Throws pybind11::buffer_error
+/// (BufferError) for object arrays and strides that are not whole
+/// elements.
 pybind11::capsule to_dlpack(const pybind11::array& array, bool bf16);
 
 } // namespace af::py

@@ -31,8 +31,10 @@ namespace {
 using consumed_atom = caf::atom_constant<caf::atom("pyconsume")>;
 using discard_atom = caf::atom_constant<caf::atom("pydiscard")>;
 
+} // namespace
+
 // What the receiver and the iterating thread share.
-struct channel {
+struct stream::channel {
   std::mutex mutex;
   std::condition_variable changed;
   std::deque<batch> ready;
@@ -41,6 +43,10 @@ struct channel {
   run_result result;
   std::optional<job_progress> progress;
 };
+
+namespace {
+
+using channel = stream::channel;
 
 struct receiver_state {
   std::deque<caf::response_promise> unanswered;
@@ -99,8 +105,9 @@ void release_logger() noexcept {
   caf::logger::set_current_actor_system(nullptr);
 }
 
-// Answers every batch at once: for the outlets that are not read.
-caf::behavior drain() {
+// Answers every batch at once: for the outlets that are not read. (The
+// argument: CAF 0.17 trips UBSan on argument-less function actors.)
+caf::behavior drain(caf::event_based_actor*, int) {
   return {[](outlet_atom, const std::string&, const batch&) {}};
 }
 
@@ -138,6 +145,8 @@ std::string outlet_of(const loaded_topology& topo, const std::string& want) {
 
 struct stream::state {
   std::shared_ptr<channel> ch = std::make_shared<channel>();
+  bool stopped = false; // job::stop() sent (once: a second one would cut
+                        // short a checkpoint the first one started)
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   registry reg;
@@ -161,6 +170,7 @@ struct stream::state {
 
 stream::stream(const loaded_topology& topo, const stream_options& opts)
   : state_{std::make_shared<state>()},
+    channel_{state_->ch},
     outlet_{outlet_of(topo, opts.outlet)},
     epochs_{opts.epochs} {
   if (opts.epochs < 0)
@@ -184,7 +194,7 @@ stream::stream(const loaded_topology& topo, const stream_options& opts)
     if (s.name() == outlet_) {
       jo.outlets[s.name()] = st.receiver;
     } else {
-      st.drains.push_back(st.sys->spawn(drain));
+      st.drains.push_back(st.sys->spawn(drain, 0));
       jo.outlets[s.name()] = st.drains.back();
     }
   }
@@ -201,72 +211,116 @@ stream::~stream() {
   close(std::chrono::seconds{10});
 }
 
+std::shared_ptr<stream::state> stream::current() const {
+  std::lock_guard<std::mutex> lock{mutex_};
+  return ended_ ? nullptr : state_;
+}
+
+void stream::end_with(const run_result& r) {
+  std::lock_guard<std::mutex> lock{mutex_};
+  if (!ended_) {
+    result_ = r;
+    ended_ = true;
+  }
+}
+
+run_result stream::result() const {
+  std::lock_guard<std::mutex> lock{mutex_};
+  return result_;
+}
+
 stream::status stream::next(batch& out, std::chrono::milliseconds timeout) {
-  if (ended_ || !state_)
+  auto st = current();
+  if (!st)
     return status::end;
-  auto& st = *state_;
-  auto& ch = *st.ch;
+  auto& ch = *st->ch;
   std::unique_lock<std::mutex> lock{ch.mutex};
   for (;;) {
     if (!ch.changed.wait_for(lock, timeout,
-                             [&] { return !ch.ready.empty() || ch.done; }))
-      return status::waiting;
+                             [&] { return !ch.ready.empty() || ch.done; })) {
+      // The receiver ends with the job's last message; should it have
+      // died before (an exception in a handler), the job's own result
+      // still ends the iteration.
+      lock.unlock();
+      auto r = st->j->wait_for(std::chrono::milliseconds{0});
+      lock.lock();
+      if (!r || !ch.ready.empty() || ch.done)
+        return status::waiting;
+      end_with(*r);
+      return status::end;
+    }
     if (!ch.ready.empty()) {
       out = std::move(ch.ready.front());
       ch.ready.pop_front();
-      caf::anon_send(st.receiver, consumed_atom::value);
+      caf::anon_send(st->receiver, consumed_atom::value);
       release_logger();
       if (epochs_ > 0 && out.epoch >= static_cast<uint64_t>(epochs_)) {
         // Past the epochs asked for: end the job, drop the rest.
-        ch.discard = true;
-        ch.ready.clear();
         lock.unlock();
         stop();
         lock.lock();
         continue;
       }
+      lock.unlock();
+      // A batch a GPU stage left in device memory comes to the host here,
+      // without the GIL, not when Python makes arrays of it.
+      for (auto& f : out.fields)
+        static_cast<void>(f.value.data());
       return status::batch;
     }
-    result_ = ch.result;
-    ended_ = true;
+    auto r = ch.result;
+    lock.unlock();
+    end_with(r);
     return status::end;
   }
 }
 
 void stream::stop() {
-  if (!state_ || ended_)
+  auto st = current();
+  if (!st)
     return;
   {
-    std::lock_guard<std::mutex> lock{state_->ch->mutex};
-    state_->ch->discard = true;
-    state_->ch->ready.clear();
+    std::lock_guard<std::mutex> lock{st->ch->mutex};
+    st->ch->discard = true;
+    st->ch->ready.clear();
+    if (st->stopped)
+      return;
+    st->stopped = true;
   }
-  caf::anon_send(state_->receiver, discard_atom::value);
-  state_->j->stop();
+  caf::anon_send(st->receiver, discard_atom::value);
+  st->j->stop();
   release_logger();
 }
 
 void stream::close(std::chrono::milliseconds limit) {
-  if (!state_)
-    return;
   stop();
-  auto& j = *state_->j;
+  std::shared_ptr<state> st;
+  {
+    std::lock_guard<std::mutex> lock{mutex_};
+    st = std::move(state_);
+  }
+  if (!st)
+    return;
+  auto& j = *st->j;
   auto r = j.wait_for(limit);
   if (!r) {
     j.abort("the Python iterator was closed and the job did not drain "
             "within the time allowed");
     r = j.wait_for(limit);
   }
-  if (r && !ended_) {
-    result_ = *r;
-    ended_ = true;
-  }
   release_logger();
+  if (r) {
+    end_with(*r);
+  } else {
+    run_result failed;
+    failed.error = "the job did not end after it was closed and aborted";
+    end_with(failed);
+  }
   // The actor system's destructor waits for every actor without a bound
   // (CAF 0.17): give it `limit`, then leave it behind.
   auto done = std::make_shared<std::promise<void>>();
   auto finished = done->get_future();
-  std::thread t{[st = std::move(state_), done]() mutable {
+  std::thread t{[st = std::move(st), done]() mutable {
     st.reset();
     done->set_value();
   }};
@@ -279,18 +333,11 @@ void stream::close(std::chrono::milliseconds limit) {
       std::fprintf(stderr, "actorflow:   %s\n", line.c_str());
     t.detach();
   }
-  if (!ended_) {
-    result_.ok = false;
-    result_.error = "the job did not end after it was closed";
-    ended_ = true;
-  }
 }
 
 std::optional<job_progress> stream::progress() const {
-  if (!state_)
-    return result_.final;
-  std::lock_guard<std::mutex> lock{state_->ch->mutex};
-  return state_->ch->progress;
+  std::lock_guard<std::mutex> lock{channel_->mutex};
+  return channel_->progress;
 }
 
 } // namespace af::py

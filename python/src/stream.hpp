@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -50,25 +51,36 @@ public:
   status next(batch& out, std::chrono::milliseconds timeout);
 
   /// Ends the job early, draining it; the batches still to come are
-  /// discarded. Does not block.
+  /// discarded. Does not block; only the first call does anything.
   void stop();
 
-  /// stop(), then waits for the end (aborting the job after `limit`) and
-  /// shuts the actor system down. After it, next() returns status::end.
-  /// An actor system that does not shut down within `limit` more is left
-  /// behind (a warning on stderr), so that this process still exits.
+  /// stop(), then waits for the end (aborting the job after `limit`, and
+  /// waiting `limit` again) and shuts the actor system down. After it,
+  /// next() returns status::end. An actor system that does not shut down
+  /// within `limit` more is left behind (a warning on stderr), so that the
+  /// caller does not wait forever. Only the first call does anything.
   void close(std::chrono::milliseconds limit);
 
-  /// The job's result once next() returned status::end.
-  const run_result& result() const { return result_; }
-  /// The latest progress report, if one came.
+  /// The job's result once next() returned status::end or close() ran.
+  run_result result() const;
+  /// The latest progress report, if one came. Any thread, any time.
   std::optional<job_progress> progress() const;
   /// The outlet read.
   const std::string& outlet() const noexcept { return outlet_; }
 
+  /// Internal: what the receiver actor and the iterating thread share.
+  struct channel;
+
 private:
   struct state;
+  std::shared_ptr<state> current() const;
+  void end_with(const run_result& r);
+
+  // state_, result_ and ended_ may be used by two threads (one iterating,
+  // one stopping or closing): guarded by mutex_.
+  mutable std::mutex mutex_;
   std::shared_ptr<state> state_;
+  std::shared_ptr<channel> channel_; // outlives state_: progress()
   std::string outlet_;
   int64_t epochs_ = 0;
   run_result result_;

@@ -30,6 +30,27 @@ def fmnist():
     return {"images": images, "labels": labels, "pixels": pixels, "classes": classes}
 
 
+@pytest.fixture(scope="session")
+def fmnist_train():
+    """Paths of Fashion-MNIST's training split (60,000 images)."""
+    d = _fmnist_dir()
+    return {"images": os.path.join(d, "train-images-idx3-ubyte.gz"),
+            "labels": os.path.join(d, "train-labels-idx1-ubyte.gz")}
+
+
+@pytest.fixture(scope="session")
+def fmnist_jpeg(fmnist, tmp_path_factory):
+    """The test split as JPEG tf.Example shards, made by the package's own
+    `actorflow convert idx`."""
+    from actorflow._run import binary
+
+    out = tmp_path_factory.mktemp("fmnist_jpeg") / "test"
+    subprocess.run([binary(), "convert", "idx", "--images", fmnist["images"],
+                    "--labels", fmnist["labels"], "--out", str(out), "--shards", "1"],
+                   check=True, capture_output=True)
+    return str(out) + "-*.tfrecord"
+
+
 def idx_topology(fmnist, epochs=1, batch=100, outlet_options="", middle=""):
     """read (IDX) -> [middle stages] -> batch -> outlet "out"."""
     last = "read"

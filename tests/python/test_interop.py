@@ -1,6 +1,7 @@
 """NumPy and PyTorch take ActorFlow's arrays without a copy (DLPack), Ctrl-C
 stops a job cleanly, and actorflow.run() mirrors `actorflow run`."""
 
+import gc
 import os
 import signal
 import subprocess
@@ -27,13 +28,19 @@ def test_torch_from_dlpack_shares_memory(fmnist):
         assert t.data_ptr() == a.__array_interface__["data"][0]
         assert tuple(t.shape) == a.shape
         assert np.array_equal(t.numpy(), a)
-    # The torch tensor keeps the memory alive once the array is gone.
-    t = torch.from_dlpack(batch["image"])
-    del batch
-    import gc
 
+
+
+def test_torch_tensor_keeps_the_batch_alive(fmnist, fmnist_train):
+    # Batches of 200 are pooled when freed (see test_batches_outlive_the_job):
+    # the next job on other images would overwrite a buffer freed too early.
+    it = actorflow.Pipeline.from_text(idx_topology(fmnist, batch=200)).iterate()
+    tensors = [torch.from_dlpack(b["image"]) for b in it]
     gc.collect()
-    assert torch.equal(t, torch.from_numpy(fmnist["pixels"][:100].copy()))
+    other = actorflow.Pipeline.from_text(idx_topology(fmnist_train, batch=200)).iterate()
+    for _ in other:
+        pass
+    assert torch.equal(torch.cat(tensors), torch.from_numpy(fmnist["pixels"].copy()))
 
 
 def test_dlpack_of_strided_float_views():
@@ -46,6 +53,33 @@ def test_dlpack_of_strided_float_views():
     assert torch.equal(t, torch.from_numpy(np.ascontiguousarray(base[:, ::2])))
 
 
+def test_dlpack_half_and_bfloat16():
+    half = np.array([1.5, -2.0, 0.25], dtype=np.float16).view(actorflow.Array)
+    t = torch.from_dlpack(half)
+    assert t.dtype == torch.float16 and t.tolist() == [1.5, -2.0, 0.25]
+    # bf16 fields come as uint16 bits, exported as bfloat16.
+    want = torch.tensor([1.5, -2.0, 3.0], dtype=torch.bfloat16)
+    bits = want.view(torch.int16).numpy().view(np.uint16).view(actorflow.Array)
+    bits._af_bf16 = True
+    assert torch.equal(torch.from_dlpack(bits), want)
+    # A view of another width is not bfloat16.
+    assert torch.from_dlpack(bits.view(np.uint8)).dtype == torch.uint8
+    with pytest.raises(BufferError):
+        np.array([b"x"], dtype=object).view(actorflow.Array).__dlpack__()
+
+
+def test_unconsumed_capsule_lets_go(fmnist):
+    it = actorflow.Pipeline.from_text(idx_topology(fmnist)).iterate()
+    a = next(it)["image"]
+    it.close()
+    before = sys.getrefcount(a)
+    capsules = [a.__dlpack__() for _ in range(10)]
+    assert sys.getrefcount(a) == before + 10
+    del capsules
+    gc.collect()
+    assert sys.getrefcount(a) == before
+
+
 def test_ctrl_c_stops_the_job_cleanly(fmnist, tmp_path):
     script = tmp_path / "loop.py"
     script.write_text(textwrap.dedent(f"""
@@ -54,17 +88,18 @@ def test_ctrl_c_stops_the_job_cleanly(fmnist, tmp_path):
         import actorflow
         from conftest import idx_topology
         fm = {{"images": {fmnist['images']!r}, "labels": {fmnist['labels']!r}}}
-        it = actorflow.Pipeline.from_text(idx_topology(fm, epochs=1000)).iterate()
         n = 0
-        try:
-            for batch in it:
-                n += 1
-                if n == 3:
-                    print("running", flush=True)
-        except KeyboardInterrupt:
-            print("interrupted", it.result.ok, it.result.stopped, flush=True)
-            sys.exit(3)
-        print("ended without an interrupt", flush=True)
+        interrupted = False
+        with actorflow.Pipeline.from_text(idx_topology(fm, epochs=1000)).iterate() as it:
+            try:
+                for batch in it:
+                    n += 1
+                    if n == 3:
+                        print("running", flush=True)
+            except KeyboardInterrupt:
+                interrupted = True
+        print("interrupted" if interrupted else "ended", it.result.ok, it.result.stopped, flush=True)
+        sys.exit(3 if interrupted else 0)
     """))
     child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
@@ -93,5 +128,8 @@ def test_run_mirrors_the_cli(fmnist, tmp_path):
     with pytest.raises(actorflow.TopologyError) as e:
         actorflow.run(bad, echo=False)
     assert e.value.errors[0].startswith(f"{bad}:1: ")
+    with pytest.raises(actorflow.TopologyError) as e:
+        actorflow.run(tmp_path / "absent.pbtxt", echo=False)
+    assert e.value.errors[0].startswith(f"{tmp_path / 'absent.pbtxt'}: ")
     with pytest.raises(ValueError, match="no-such-option"):
         actorflow.run(job, no_such_option=1, echo=False)

@@ -61,17 +61,50 @@ def test_cache_hands_out_the_same_memory_every_epoch(fmnist):
     assert len(address[0]) == 100 and address[0] == address[1]
 
 
-def test_batches_outlive_the_job(fmnist):
-    it = actorflow.Pipeline.from_text(idx_topology(fmnist)).iterate()
+def test_batches_outlive_the_job(fmnist, fmnist_train):
+    # Batches of 200 images (156,800 bytes) are big enough for the buffer
+    # pool (runtime/buffer_pool.hpp): were the kept arrays' buffers freed,
+    # the next job, on other images of the same shape, would reuse and
+    # overwrite them.
+    it = actorflow.Pipeline.from_text(idx_topology(fmnist, batch=200)).iterate()
     kept = [batch["image"] for batch in it]
     it.close()
     del it
     gc.collect()
-    # Another job runs (and takes buffers from the pool) meanwhile.
-    other = actorflow.Pipeline.from_text(idx_topology(fmnist)).iterate()
-    for _ in other:
-        pass
+    addresses = {a.__array_interface__["data"][0] for a in kept}
+    other = actorflow.Pipeline.from_text(idx_topology(fmnist_train, batch=200)).iterate()
+    reused = sum(b["image"].__array_interface__["data"][0] in addresses for b in other)
+    assert reused == 0
     assert np.array_equal(np.concatenate(kept), fmnist["pixels"])
+
+
+def test_freed_batches_are_recycled(fmnist, fmnist_train):
+    # The counterpart of the test above: once the arrays are gone, their
+    # buffers do go back to the pool, and the next job reuses them.
+    it = actorflow.Pipeline.from_text(idx_topology(fmnist, batch=200)).iterate()
+    addresses = {b["image"].__array_interface__["data"][0] for b in it}
+    gc.collect()
+    other = actorflow.Pipeline.from_text(idx_topology(fmnist_train, batch=200)).iterate()
+    reused = sum(b["image"].__array_interface__["data"][0] in addresses for b in other)
+    assert reused > 0
+
+
+def test_bytes_fields_come_as_object_arrays(fmnist_jpeg, fmnist):
+    text = f'''
+name: "bytes"
+stage {{ name: "read" type: "tfrecord_source" tfrecord_source {{ files: "{fmnist_jpeg}" records_per_item: 500 }} }}
+stage {{ name: "parse" type: "example_parse" input {{ stage: "read" }}
+        example_parse {{ feature {{ name: "image" type: "bytes" }} feature {{ name: "label" type: "int64" }} }} }}
+stage {{ name: "out" type: "outlet" input {{ stage: "parse" }} }}
+'''
+    images, labels = [], []
+    for batch in actorflow.Pipeline.from_text(text).iterate():
+        assert batch["image"].dtype == object
+        images.extend(batch["image"])
+        labels.append(batch["label"])
+    assert len(images) == 10000
+    assert all(isinstance(b, bytes) and b[:2] == b"\xff\xd8" for b in images)
+    assert np.array_equal(np.concatenate(labels), fmnist["classes"].astype(np.int64))
 
 
 def test_close_early_then_arrays_still_valid(fmnist):
@@ -108,7 +141,9 @@ def test_backpressure_bounds_what_is_in_flight(fmnist):
         assert read2 <= 1 + 2 + 8 + 8 + 2
         for _ in range(10):
             next(it)
-        time.sleep(0.5)
+        deadline = time.monotonic() + 10
+        while _items_out(it, "read") <= read2 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert _items_out(it, "read") > read2
 
 
@@ -179,3 +214,36 @@ def test_log_level_names():
     actorflow.set_log_level("info")
     with pytest.raises(ValueError, match="log level"):
         actorflow.set_log_level("loud")
+
+
+def test_stop_and_progress_from_another_thread(fmnist):
+    import threading
+
+    it = actorflow.Pipeline.from_text(idx_topology(fmnist, epochs=1000)).iterate()
+    seen = []
+    errors = []
+
+    def watch():
+        try:
+            while it.result is None:
+                seen.append(it.progress)
+                time.sleep(0.01)
+        except Exception as e:  # noqa: BLE001 - the test reports it
+            errors.append(e)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    n = 0
+    stopper = None
+    for _ in it:
+        n += 1
+        # Stopped from another thread once the watcher saw a report.
+        if stopper is None and n >= 20 and seen and seen[-1] is not None:
+            stopper = threading.Thread(target=it.stop)
+            stopper.start()
+    stopper.join()
+    watcher.join(timeout=30)
+    assert not errors and not watcher.is_alive()
+    assert it.result.ok and it.result.stopped
+    assert 20 <= n < 100 * 1000
+    assert any(p is not None for p in seen)
