@@ -19,6 +19,11 @@ from typing import Dict, Iterator, List, Optional
 
 import numpy as np
 
+if int(np.__version__.split(".")[0]) >= 2:
+    # The extension module (pybind11 2.10) knows NumPy 1.x's structures only.
+    raise ImportError(f"actorflow needs NumPy 1.x (>= 1.22, < 2); this is NumPy {np.__version__}: "
+                      "pip install 'numpy<2'")
+
 from . import _actorflow
 from ._run import run
 
