@@ -477,7 +477,9 @@ run_placement() {
   # are 2.56 MB (then labels, and the parameters of ps[0] on w1).
   expect_out "^  network: .* between nodes"
   local net
-  net=$(sed -n 's/.*"network_bytes": \([0-9]*\).*/\1/p' "$tmp/report.json")
+  # The top-level key: the report's "metrics" also hold replicas' own
+  # network_bytes metrics.
+  net=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["network_bytes"])' "$tmp/report.json")
   [ "${net:-0}" -gt 2560000 ] || fail "network_bytes '$net' in the report: below the ids' 2.56 MB"
   read_auc
   expect_auc_near_planted
