@@ -199,9 +199,11 @@ private:
   }
 
   // A stored batch's local rows point into its own row list; the pulled
-  // table holds every test row in `rows` order.
+  // table holds every test row in `rows` order. (Numeric inputs' floats
+  // follow the local rows in `local`: left as they are.)
   static void remap(host_batch& h, const std::vector<int64_t>& rows) {
-    for (auto& l : h.local) {
+    for (size_t i = 0; i < h.ids; ++i) {
+      auto& l = h.local[i];
       auto id = h.rows[static_cast<size_t>(l)];
       l = static_cast<int32_t>(std::lower_bound(rows.begin(), rows.end(), id)
                                - rows.begin());

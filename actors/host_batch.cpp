@@ -50,18 +50,102 @@ void hwc_to_chw(std::vector<float>& x, int64_t n, int64_t h, int64_t w,
   }
 }
 
-} // namespace
+const tensor& field_of(const batch& b, const std::string& name) {
+  if (auto* t = b.find(name))
+    return *t;
+  std::string have;
+  for (auto& f : b.fields)
+    have += (have.empty() ? "" : ", ") + f.name;
+  throw input_error("the batch has no field '" + name + "' (it has: " + have
+                    + ")");
+}
 
-void to_host(const training_spec& spec, const batch& b, host_batch& out,
-             const std::string& reference, bool input_in_place) {
+// A value of a numeric tensor as float (u8 not scaled).
+float float_at(const tensor& t, int64_t i) {
+  switch (t.type()) {
+    case dtype::f32:
+      return t.data_as<float>()[i];
+    case dtype::f64:
+      return static_cast<float>(t.data_as<double>()[i]);
+    default:
+      return static_cast<float>(int_at(t, i));
+  }
+}
+
+// A model with named inputs: out.local holds the n * F local rows of the
+// categorical inputs (record-major, in the order of spec.inputs), then the
+// n * D floats of the numeric ones, as the features layer takes them.
+// Returns n.
+int64_t named_to_host(const training_spec& spec, const batch& b,
+                      host_batch& out) {
+  int64_t n = -1, ids = 0, floats = 0;
+  std::vector<const tensor*> xs;
+  for (auto& in : spec.inputs) {
+    auto& x = field_of(b, in.field);
+    if (n < 0)
+      n = x.rows();
+    if (x.rows() != n || x.elements() != n * in.width)
+      throw input_error("field '" + in.field + "' must hold "
+                        + std::to_string(in.width) + " value(s) for each of "
+                        + std::to_string(n) + " records, got "
+                        + std::to_string(x.elements()) + " values in "
+                        + std::to_string(x.rows()) + " rows");
+    bool ok = in.categorical() ? is_int(x.type())
+                               : is_int(x.type()) || x.type() == dtype::f32
+                                   || x.type() == dtype::f64;
+    if (!ok)
+      throw input_error("field '" + in.field + "' is "
+                        + dtype_name(x.type()) + "; "
+                        + (in.categorical()
+                             ? "a categorical input takes integer ids"
+                             : "a numeric input takes f32, f64 or integers"));
+    (in.categorical() ? ids : floats) += in.width;
+    xs.push_back(&x);
+  }
+  if (n < 1)
+    throw input_error("field '" + spec.inputs.front().field
+                      + "' holds no records");
+  out.local.resize(static_cast<size_t>(n * (ids + floats)));
+  out.ids = static_cast<size_t>(n * ids);
+  std::unordered_map<int64_t, int32_t> local;
+  local.reserve(static_cast<size_t>(n * ids));
+  int64_t id_col = 0, float_col = 0; // this input's first column
+  for (size_t k = 0; k < spec.inputs.size(); ++k) {
+    auto& in = spec.inputs[k];
+    auto& x = *xs[k];
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t j = 0; j < in.width; ++j) {
+        auto v = r * in.width + j;
+        if (!in.categorical()) {
+          auto f = float_at(x, v);
+          std::memcpy(&out.local[static_cast<size_t>(n * ids + r * floats
+                                                     + float_col + j)],
+                      &f, sizeof f);
+          continue;
+        }
+        auto id = int_at(x, v);
+        if (id < 0 || id >= in.rows)
+          throw input_error("field '" + in.field + "' record "
+                            + std::to_string(r) + " holds id "
+                            + std::to_string(id) + ", outside table '"
+                            + in.table + "''s rows [0, "
+                            + std::to_string(in.rows) + ")");
+        auto [it, added] = local.emplace(
+          in.offset + id, static_cast<int32_t>(out.rows.size()));
+        if (added)
+          out.rows.push_back(in.offset + id);
+        out.local[static_cast<size_t>(r * ids + id_col + j)] = it->second;
+      }
+    (in.categorical() ? id_col : float_col) += in.width;
+  }
+  return n;
+}
+
+// One input field (training.model.input). Returns n.
+int64_t dense_to_host(const training_spec& spec, const batch& b,
+                      host_batch& out, bool input_in_place) {
   auto field = [&](const std::string& name) -> const tensor& {
-    if (auto* t = b.find(name))
-      return *t;
-    std::string have;
-    for (auto& f : b.fields)
-      have += (have.empty() ? "" : ", ") + f.name;
-    throw input_error("the batch has no field '" + name + "' (it has: " + have
-                      + ")");
+    return field_of(b, name);
   };
   auto& x = field(spec.input);
   auto n = x.rows();
@@ -82,9 +166,6 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
   auto total = n * want;
   bool embedding = !spec.model.layers.empty()
                    && spec.model.layers.front().type == "embedding";
-  out.x.clear();
-  out.local.clear();
-  out.rows.clear();
   // Images come out of image_decode as [height, width, channels]; conv2d
   // takes [channels, height, width]. With one channel both are the same
   // bytes; with more, the samples are transposed.
@@ -109,6 +190,7 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
     std::unordered_map<int64_t, int32_t> local;
     local.reserve(static_cast<size_t>(total));
     out.local.resize(static_cast<size_t>(total));
+    out.ids = out.local.size();
     for (int64_t i = 0; i < total; ++i) {
       auto id = int_at(x, i);
       if (id < 0 || id >= rows)
@@ -151,6 +233,14 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
     if (out.to_chw)
       hwc_to_chw(out.x, n, sample[0], sample[1], sample[2]);
   }
+  return n;
+}
+
+void labels_to_host(const training_spec& spec, const batch& b,
+                    host_batch& out, int64_t n, const std::string& reference) {
+  auto field = [&](const std::string& name) -> const tensor& {
+    return field_of(b, name);
+  };
   auto& y = field(spec.label);
   if (y.rows() != n || y.elements() != n || !is_int(y.type()))
     throw input_error(
@@ -193,6 +283,28 @@ void to_host(const training_spec& spec, const batch& b, host_batch& out,
                                   + "' must hold one f32 per record");
     out.reference.assign(r.data_as<float>(), r.data_as<float>() + n);
   }
+}
+
+} // namespace
+
+void to_host(const training_spec& spec, const batch& b, host_batch& out,
+             const std::string& reference, bool input_in_place) {
+  out.x.clear();
+  out.local.clear();
+  out.rows.clear();
+  out.ids = 0;
+  int64_t n = 0;
+  if (!spec.inputs.empty()) {
+    out.input_in_place = false;
+    out.to_chw = false;
+    out.height = out.width = out.channels = 0;
+    n = named_to_host(spec, b, out);
+    out.n = static_cast<int>(n);
+    out.epoch = b.epoch;
+  } else {
+    n = dense_to_host(spec, b, out, input_in_place);
+  }
+  labels_to_host(spec, b, out, n, reference);
 }
 
 } // namespace af

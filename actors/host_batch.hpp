@@ -19,7 +19,10 @@ struct host_batch {
   int n = 0;
   uint64_t epoch = 0;
   std::vector<float> x;         // dense inputs [n, input...]
-  std::vector<int32_t> local;   // embedding inputs: local rows [n, F]
+  // Embedding inputs: local rows [n, F]; with named inputs, followed by
+  // the numeric inputs' floats [n, D] (their bits; the features layer).
+  std::vector<int32_t> local;
+  size_t ids = 0;               // how many of `local` are local rows
   std::vector<int64_t> rows;    // embedding: table row of each local row
   std::vector<int32_t> classes; // softmax labels
   std::vector<float> binary;    // sigmoid labels, 0 or 1
@@ -51,7 +54,9 @@ struct host_batch {
 /// [height, width, channels] (image_decode's layout) are transposed to the
 /// [channels, height, width] of an input_shape that says so; i64 ids (an
 /// embedding first layer) are checked against the table and mapped to
-/// local rows. Throws af::input_error naming the field, the record and the
+/// local rows; a model with named inputs (training_spec::inputs) gets its
+/// ids mapped so, into the one table that holds all of its tables, and its
+/// numeric inputs after them. Throws af::input_error naming the field, the record and the
 /// value when the batch does not fit the model (bad data fails the job even
 /// though a trainer replica may otherwise fail alone). `reference`: a field
 /// to copy as f32 into out.reference, or "". `input_in_place`: an f32 input

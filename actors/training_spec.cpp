@@ -1,6 +1,8 @@
 #include "actors/training_spec.hpp"
 
 #include <cctype>
+#include <map>
+#include <set>
 #include <stdexcept>
 
 #include "runtime/topology.hpp"
@@ -75,6 +77,8 @@ std::string model_error_path(const std::string& msg) {
   if (msg.rfind("layer ", 0) != 0 || msg.size() < 7
       || !std::isdigit(static_cast<unsigned char>(msg[6])))
     return path;
+  if (msg.find(" (features): ") != std::string::npos)
+    return path + ".inputs";
   path += ".layer[" + std::to_string(std::atoi(msg.c_str() + 6)) + "]";
   auto colon = msg.find("): ");
   if (colon == std::string::npos)
@@ -99,6 +103,130 @@ std::string optimizer_error_path(const std::string& msg) {
   return field.empty() ? path : path + "." + field;
 }
 
+// A model's named inputs (TrainingModel.inputs and .table): fills
+// t.inputs, the input shape [F + D] and the features layer in front of the
+// user's layers.
+void read_inputs(const topology::TrainingModel& m, training_spec& t,
+                 std::vector<topology_problem>& problems) {
+  const std::string at = "training.model.";
+  if (!m.input().empty() || m.input_shape_size() > 0)
+    problems.push_back({at + "inputs",
+                        "training.model: a model with named inputs has no "
+                        "input or input_shape (its inputs say both)"});
+  struct table_info {
+    int64_t offset = 0, rows = 0;
+    bool used = false;
+  };
+  std::map<std::string, table_info> tables;
+  int64_t total_rows = 0;
+  for (int i = 0; i < m.table_size(); ++i) {
+    auto& tb = m.table(i);
+    auto path = at + "table[" + std::to_string(i) + "]";
+    if (tb.name().empty() || tables.count(tb.name()) > 0) {
+      problems.push_back({path + ".name",
+                          "training.model.table needs a unique name, got \""
+                            + tb.name() + "\""});
+      continue;
+    }
+    if (tb.rows() <= 0) {
+      problems.push_back({path + ".rows",
+                          "training.model.table '" + tb.name()
+                            + "': rows must be > 0, got "
+                            + std::to_string(tb.rows())});
+      continue;
+    }
+    tables[tb.name()] = {total_rows, tb.rows()};
+    total_rows += tb.rows();
+  }
+  std::vector<model_input> numeric;
+  std::set<std::string> fields;
+  int64_t ids = 0, floats = 0;
+  for (int i = 0; i < m.inputs_size(); ++i) {
+    auto& in = m.inputs(i);
+    auto path = at + "inputs[" + std::to_string(i) + "]";
+    model_input x;
+    x.field = in.field();
+    x.width = in.has_width() ? in.width() : 1;
+    if (x.field.empty() || !fields.insert(x.field).second) {
+      problems.push_back({path + ".field",
+                          "training.model.inputs needs a batch field, each "
+                          "once, got \"" + x.field + "\""});
+      continue;
+    }
+    if (x.width < 1) {
+      problems.push_back({path + ".width",
+                          "training.model.inputs '" + x.field
+                            + "': width must be >= 1, got "
+                            + std::to_string(x.width)});
+      continue;
+    }
+    if (in.table().empty()) {
+      floats += x.width;
+      numeric.push_back(x);
+      continue;
+    }
+    auto it = tables.find(in.table());
+    if (it == tables.end()) {
+      problems.push_back({path + ".table",
+                          "training.model.inputs '" + x.field
+                            + "' names table '" + in.table()
+                            + "', which training.model.table does not "
+                              "declare"});
+      continue;
+    }
+    it->second.used = true;
+    x.table = in.table();
+    x.offset = it->second.offset;
+    x.rows = it->second.rows;
+    ids += x.width;
+    t.inputs.push_back(x);
+  }
+  for (auto& [name, info] : tables)
+    if (!info.used)
+      problems.push_back({at + "table",
+                          "training.model.table '" + name
+                            + "' is used by no input"});
+  if (ids == 0)
+    problems.push_back({at + "inputs",
+                        "training.model.inputs needs at least one "
+                        "categorical input (one that names a table); a "
+                        "model of numeric inputs only takes input and "
+                        "input_shape"});
+  t.inputs.insert(t.inputs.end(), numeric.begin(), numeric.end());
+  for (int i = 0; i < m.layer_size(); ++i)
+    if (m.layer(i).type() == "embedding" || m.layer(i).type() == "features")
+      problems.push_back({at + "layer[" + std::to_string(i) + "].type",
+                          "training.model: layer " + std::to_string(i)
+                            + " (" + m.layer(i).type()
+                            + "): a model with named inputs looks its ids "
+                              "up in its tables; its layers start after "
+                              "that"});
+  gpu::layer_spec f;
+  f.type = "features";
+  f.rows = total_rows;
+  f.dim = m.has_embedding_dim() ? m.embedding_dim() : 16;
+  f.ids = ids;
+  if (f.dim < 1)
+    problems.push_back({at + "embedding_dim",
+                        "training.model.embedding_dim must be >= 1, got "
+                          + std::to_string(f.dim)});
+  t.model.input_shape = {ids + floats};
+  t.model.layers.push_back(f);
+}
+
+// "layer 2 (dense): ..." of a model whose layer 0 is the features layer:
+// the user's layer 1, as the topology numbers it.
+std::string renumber_layer(const std::string& msg) {
+  if (msg.rfind("layer ", 0) != 0 || msg.size() < 7
+      || !std::isdigit(static_cast<unsigned char>(msg[6])))
+    return msg;
+  auto index = std::atoi(msg.c_str() + 6);
+  if (index < 1)
+    return msg;
+  auto end = msg.find(' ', 6);
+  return "layer " + std::to_string(index - 1) + msg.substr(end);
+}
+
 // Reads everything that can be read; collects what is wrong.
 training_spec read(const topology::Topology& topo,
                    std::vector<topology_problem>& problems) {
@@ -107,28 +235,46 @@ training_spec read(const topology::Topology& topo,
   auto& m = tr.model();
   t.input = m.input();
   t.label = m.label().empty() ? "label" : m.label();
-  t.model.input_shape.assign(m.input_shape().begin(), m.input_shape().end());
+  bool named = m.inputs_size() > 0 || m.table_size() > 0;
+  auto before = problems.size();
+  if (named)
+    read_inputs(m, t, problems);
+  else
+    t.model.input_shape.assign(m.input_shape().begin(),
+                               m.input_shape().end());
   for (auto& l : m.layer())
     t.model.layers.push_back(layer_of(l));
   t.model.loss = m.loss().empty() ? "softmax_cross_entropy" : m.loss();
-  if (t.input.empty())
-    problems.push_back({"training.model",
-                        "training.model.input must name the batch field "
-                        "that feeds the model"});
-  bool shape_ok = !t.model.input_shape.empty();
-  for (auto d : t.model.input_shape)
-    shape_ok = shape_ok && d > 0;
-  if (!shape_ok)
-    problems.push_back({"training.model.input_shape",
-                        "training.model.input_shape must list the positive "
-                        "dimensions of one sample, e.g. [784] or [1, 28, 28]"});
-  else {
-    try {
-      t.params = gpu::param_specs(t.model);
-    } catch (const std::exception& ex) {
-      // "layer N (...)": point at that layer when the message names one.
-      std::string msg = ex.what();
-      problems.push_back({model_error_path(msg), "training.model: " + msg});
+  if (named) {
+    if (problems.size() == before) {
+      try {
+        t.params = gpu::param_specs(t.model);
+      } catch (const std::exception& ex) {
+        auto msg = renumber_layer(ex.what());
+        problems.push_back({model_error_path(msg), "training.model: " + msg});
+      }
+    }
+  } else {
+    if (t.input.empty())
+      problems.push_back({"training.model",
+                          "training.model.input must name the batch field "
+                          "that feeds the model"});
+    bool shape_ok = !t.model.input_shape.empty();
+    for (auto d : t.model.input_shape)
+      shape_ok = shape_ok && d > 0;
+    if (!shape_ok)
+      problems.push_back({"training.model.input_shape",
+                          "training.model.input_shape must list the "
+                          "positive dimensions of one sample, e.g. [784] or "
+                          "[1, 28, 28]"});
+    else {
+      try {
+        t.params = gpu::param_specs(t.model);
+      } catch (const std::exception& ex) {
+        // "layer N (...)": point at that layer when the message names one.
+        std::string msg = ex.what();
+        problems.push_back({model_error_path(msg), "training.model: " + msg});
+      }
     }
   }
   t.optimizer = optimizer_of(tr.optimizer());

@@ -18,9 +18,26 @@
 
 namespace af {
 
+/// One named input of a model (TrainingModel.inputs). Its values land in
+/// the model's input as the features layer takes them (gpu/layers.hpp):
+/// categorical ids, offset into the one table that holds every embedding
+/// table end to end, then numeric floats.
+struct model_input {
+  std::string field;
+  int64_t width = 1;       // values per record
+  std::string table;       // categorical: its table; empty: numeric
+  int64_t offset = 0;      // categorical: first row of its table
+  int64_t rows = 0;        // categorical: rows of its table
+  bool categorical() const noexcept { return !table.empty(); }
+};
+
 struct training_spec {
   gpu::model_spec model;
   std::vector<gpu::param_spec> params;
+  /// A model with named inputs: the categorical ones first, then the
+  /// numeric ones, each in the topology's order (`input` is then empty
+  /// and model.layers starts with the features layer).
+  std::vector<model_input> inputs;
   std::string input;        // batch field of the model's input
   std::string label;        // batch field of the labels
   gpu::optimizer_config optimizer;

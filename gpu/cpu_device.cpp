@@ -126,6 +126,12 @@ public:
     if (bytes > 0 && dst != src)
       std::memmove(dst, src, bytes);
   }
+  void copy_columns(float* dst, int dst_stride, const float* src,
+                    int src_stride, int rows, int width) override {
+    for (int i = 0; i < rows; ++i)
+      std::copy_n(src + static_cast<size_t>(i) * src_stride, width,
+                  dst + static_cast<size_t>(i) * dst_stride);
+  }
   void fill(float* x, size_t n, float value) override {
     std::fill_n(x, n, value);
   }

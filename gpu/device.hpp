@@ -168,6 +168,11 @@ public:
   /// table_grad[idx[i], :] += dout[i, :] (repeated indices add up).
   virtual void scatter_add_rows(const float* dout, const int32_t* idx,
                                 float* table_grad, int m, int d) = 0;
+  /// dst[i * dst_stride + j] = src[i * src_stride + j] for `rows` rows of
+  /// `width` floats: a block of columns from one row-major matrix to
+  /// another (concatenating features). The two must not overlap.
+  virtual void copy_columns(float* dst, int dst_stride, const float* src,
+                            int src_stride, int rows, int width) = 0;
 
   // --- losses ----------------------------------------------------------
   /// Softmax cross-entropy of logits [m, c] against labels [m] (int32 in

@@ -381,6 +381,80 @@ private:
   int dim_ = 0;
 };
 
+// --- features --------------------------------------------------------
+
+class features_layer final : public layer {
+public:
+  features_layer(int index, const layer_spec& spec, std::vector<int64_t> in)
+    : layer(index, "features", std::move(in)) {
+    if (index != 0)
+      fail("must be the first layer (it takes the model's inputs)");
+    if (in_shape().size() != 1)
+      fail("needs an input of F ids and D floats per sample ([F + D]), got "
+           + shape_string(in_shape()));
+    if (spec.ids <= 0 || spec.ids > in_shape()[0])
+      fail("ids must be in [1, " + std::to_string(in_shape()[0]) + "] (got "
+           + std::to_string(spec.ids) + ")");
+    if (spec.rows <= 0)
+      fail("rows must be > 0 (got " + std::to_string(spec.rows) + ")");
+    if (spec.dim <= 0 || spec.dim > INT_MAX / spec.ids)
+      fail("dim must be in [1, 2^31 / ids) (got " + std::to_string(spec.dim)
+           + ")");
+    ids_ = static_cast<int>(spec.ids);
+    floats_ = static_cast<int>(in_shape()[0] - spec.ids);
+    dim_ = static_cast<int>(spec.dim);
+    set_out_shape({spec.ids * spec.dim + floats_});
+    add_param("table", {spec.rows, spec.dim}, 0.05f, /*sparse=*/true);
+  }
+
+  bool takes_ids() const noexcept override { return true; }
+
+  void forward(const pass& p, const void* x, float* y,
+               std::span<const param_ref> params) override {
+    auto* idx = static_cast<const int32_t*>(x);
+    if (floats_ == 0) {
+      p.dev.gather_rows(params[0].value, idx, y, p.n * ids_, dim_);
+      return;
+    }
+    auto* rows = staging(p);
+    p.dev.gather_rows(params[0].value, idx, rows, p.n * ids_, dim_);
+    int e = ids_ * dim_, w = e + floats_;
+    p.dev.copy_columns(y, w, rows, e, p.n, e);
+    p.dev.copy_columns(y + e, w, dense_part(p, x), floats_, p.n, floats_);
+  }
+
+  void backward(const pass& p, const void* x, const float*, const float* dy,
+                float*, std::span<const param_ref> params) override {
+    auto* idx = static_cast<const int32_t*>(x);
+    const float* drows = dy;
+    if (floats_ > 0) {
+      auto* rows = staging(p);
+      int e = ids_ * dim_;
+      p.dev.copy_columns(rows, e, dy, e + floats_, p.n, e);
+      drows = rows;
+    }
+    p.dev.fill(params[0].grad, static_cast<size_t>(params[0].size), 0.0f);
+    p.dev.scatter_add_rows(drows, idx, params[0].grad, p.n * ids_, dim_);
+  }
+
+private:
+  // The floats follow the n * F ids.
+  const float* dense_part(const pass& p, const void* x) const noexcept {
+    return reinterpret_cast<const float*>(static_cast<const int32_t*>(x)
+                                          + static_cast<size_t>(p.n) * ids_);
+  }
+
+  // [n, F * dim] for the gathered rows (or their gradient).
+  float* staging(const pass& p) {
+    rows_.reserve(p.dev,
+                  static_cast<size_t>(p.n) * ids_ * dim_ * sizeof(float));
+    return rows_.f32();
+  }
+
+  int ids_ = 0, floats_ = 0, dim_ = 0;
+  darray rows_;
+};
+
 } // namespace
 
 std::unique_ptr<layer> make_layer(int index, const layer_spec& spec,
@@ -400,6 +474,8 @@ std::unique_ptr<layer> make_layer(int index, const layer_spec& spec,
     return std::make_unique<dropout_layer>(index, spec, in_shape);
   if (t == "embedding")
     return std::make_unique<embedding_layer>(index, spec, in_shape);
+  if (t == "features")
+    return std::make_unique<features_layer>(index, spec, in_shape);
   throw std::invalid_argument("layer " + std::to_string(index) + " (" + t
                               + "): unknown layer type; known types: "
                               + known_layer_types);

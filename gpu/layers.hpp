@@ -17,6 +17,12 @@
 // - embedding must be the first layer; it takes F int32 local row indices
 //   per sample and outputs [F, dim]. Its table is initialised uniformly in
 //   [-0.05, 0.05] (Keras' default), not by Glorot: a row's fan-in is 1.
+// - features (a model with named inputs, actors/training_spec.hpp) must be
+//   the first layer too: its input is `ids` int32 local row indices per
+//   sample for all n samples, [n, F], followed by D floats per sample,
+//   [n, D]; it outputs [F * dim + D], each sample's rows gathered from its
+//   one table (all embedding tables laid end to end) and then its floats.
+//   Its table is initialised as embedding's.
 // - dropout scales kept values by 1 / (1 - rate) while training and is the
 //   identity otherwise. Layer i's masks use the seed
 //   mix64(step seed ^ mix64(i)) (runtime/random.hpp), so two dropout layers
@@ -34,7 +40,8 @@
 
 namespace af::gpu {
 
-/// The layer types, in the order error messages list them.
+/// The layer types a topology's `layer` may name, in the order error
+/// messages list them ("features" is made from a model's named inputs).
 inline constexpr const char* known_layer_types =
   "dense, relu, conv2d, maxpool2d, flatten, dropout, embedding";
 
@@ -77,7 +84,7 @@ public:
   /// The output is the input itself (flatten): the model passes the same
   /// buffer on and never calls forward or backward.
   virtual bool aliases_input() const noexcept { return false; }
-  /// The input is int32 ids rather than floats (embedding).
+  /// The input is int32 ids rather than floats (embedding, features).
   virtual bool takes_ids() const noexcept { return false; }
 
   /// y [n, out] from x [n, in].

@@ -16,7 +16,7 @@ namespace af::gpu {
 /// One layer as the topology declares it. Unused fields stay at 0.
 struct layer_spec {
   /// "dense", "relu", "conv2d", "maxpool2d", "flatten", "dropout",
-  /// "embedding".
+  /// "embedding", "features".
   std::string type;
   int64_t units = 0;   // dense: output features
   int64_t filters = 0; // conv2d: output channels
@@ -27,13 +27,15 @@ struct layer_spec {
   int64_t pool_stride = 0; // maxpool2d: 0 = the window
   double rate = 0;     // dropout: probability of dropping, [0, 1)
   int64_t rows = 0;    // embedding: rows of the table (ids are 0..rows-1)
-  int64_t dim = 0;     // embedding: floats per row
+  int64_t dim = 0;     // embedding, features: floats per row
+  int64_t ids = 0;     // features: ids per sample (the rest are floats)
 };
 
 struct model_spec {
   /// Shape of one sample's input. Dense inputs: e.g. {784} or {1, 28, 28}
   /// (channels, height, width for conv2d). An embedding first layer takes
-  /// {F}: F ids per sample.
+  /// {F}: F ids per sample; a features first layer {F + D}: F ids and D
+  /// floats per sample (gpu/layers.hpp).
   std::vector<int64_t> input_shape;
   std::vector<layer_spec> layers;
   /// "softmax_cross_entropy" (last layer's width = classes) or
@@ -100,7 +102,8 @@ public:
 
   /// Forward and backward over `n` samples already on the device.
   /// `x`: float [n, input...] or, for an embedding first layer, int32
-  /// [n, F] local row indices. `labels`: int32 [n] (softmax) or float [n]
+  /// [n, F] local row indices; for a features first layer, those int32
+  /// [n, F] followed by float [n, D]. `labels`: int32 [n] (softmax) or float [n]
   /// (sigmoid). Afterwards grad(i) holds the SUM over the batch of the
   /// per-sample gradients (the parameter server divides by the samples).
   /// Dropout masks come from `seed`.

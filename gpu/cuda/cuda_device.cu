@@ -162,6 +162,18 @@ public:
       cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute_));
   }
 
+  void copy_columns(float* dst, int dst_stride, const float* src,
+                    int src_stride, int rows, int width) override {
+    if (rows <= 0 || width <= 0)
+      return;
+    bind();
+    constexpr auto f = sizeof(float);
+    AF_CUDA_CHECK(cudaMemcpy2DAsync(
+      dst, static_cast<size_t>(dst_stride) * f, src,
+      static_cast<size_t>(src_stride) * f, static_cast<size_t>(width) * f,
+      static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, compute_));
+  }
+
   void fill(float* x, size_t n, float value) override {
     bind();
     cuda::fill(compute_, x, n, value);

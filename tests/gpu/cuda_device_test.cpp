@@ -295,6 +295,18 @@ TEST_CASE("cuda device agrees with cpu: gather_rows and scatter_add_rows "
   require_close(grad, tol, "scatter_add_rows");
 }
 
+TEST_CASE("cuda device agrees with cpu: copy_columns") {
+  auto d = devices_or_skip();
+  if (!d)
+    return;
+  const int rows = 37, src_w = 11, dst_w = 19;
+  twin src(*d, random_floats(size_t(rows) * src_w, 84));
+  twin dst(*d, random_floats(size_t(rows) * dst_w, 85));
+  for (int k = 0; k < 2; ++k)
+    (*d)[k].copy_columns(dst.f(k) + 4, dst_w, src.f(k) + 2, src_w, rows, 7);
+  CHECK(dst.read(0) == dst.read(1));
+}
+
 TEST_CASE("cuda device agrees with cpu: softmax_xent") {
   auto d = devices_or_skip();
   if (!d)
@@ -451,6 +463,23 @@ TEST_CASE("cuda device agrees with cpu: model with embedding, flatten and "
   model_spec spec;
   spec.input_shape = {4};
   spec.layers = {emb, plain("flatten"), dense(1)};
+  spec.loss = "sigmoid_binary_cross_entropy";
+  require_models_agree(*d, spec, 8, /*embedding_rows=*/10);
+}
+
+TEST_CASE("cuda device agrees with cpu: model with named inputs (features, "
+          "dense)") {
+  auto d = devices_or_skip();
+  if (!d)
+    return;
+  layer_spec f = plain("features");
+  f.rows = 1000;
+  f.dim = 6;
+  f.ids = 3;
+  model_spec spec;
+  spec.input_shape = {3 + 2}; // 3 ids, then 2 floats (here the bits of
+                              // small ints: tiny values, same on both)
+  spec.layers = {f, dense(4), plain("relu"), dense(1)};
   spec.loss = "sigmoid_binary_cross_entropy";
   require_models_agree(*d, spec, 8, /*embedding_rows=*/10);
 }

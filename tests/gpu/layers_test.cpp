@@ -3,6 +3,7 @@
 // the spec checks' error messages.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <numeric>
@@ -315,6 +316,67 @@ TEST_CASE("embedding backward matches finite differences with repeated ids",
   check_layer(c, gc, 100);
 }
 
+TEST_CASE("features gathers each sample's rows, then its floats",
+          "[layers]") {
+  auto s = spec_of("features");
+  s.rows = 4;
+  s.dim = 2;
+  s.ids = 2;
+  auto l = make_layer(0, s, {2 + 3});
+  CHECK(l->out_shape() == std::vector<int64_t>{2 * 2 + 3});
+  CHECK(l->params()[0].sparse);
+  CHECK(l->params()[0].shape == std::vector<int64_t>{4, 2});
+  // 2 samples: ids [n, 2], then floats [n, 3].
+  std::vector<int32_t> x{3, 0, 1, 1, 0, 0, 0, 0, 0, 0};
+  std::vector<float> floats{0.5f, 1.5f, 2.5f, -1, -2, -3};
+  std::memcpy(x.data() + 4, floats.data(), sizeof(float) * 6);
+  std::vector<float> table{0, 1, 10, 11, 20, 21, 30, 31};
+  darray dx = to_device(x), t = to_device(table);
+  darray y(cpu(), 2 * 7 * sizeof(float)), g(cpu(), 8 * sizeof(float));
+  std::vector<param_ref> refs{{t.f32(), g.f32(), 8}};
+  pass p{cpu(), 2, true, 1};
+  l->forward(p, dx.get(), y.f32(), refs);
+  CHECK(to_host(y, 14) == std::vector<float>{30, 31, 0, 1, 0.5f, 1.5f, 2.5f,
+                                             10, 11, 10, 11, -1, -2, -3});
+  std::vector<float> up(14);
+  std::iota(up.begin(), up.end(), 1.0f);
+  darray dy = to_device(up);
+  l->backward(p, dx.get(), y.f32(), dy.f32(), nullptr, refs);
+  // Row 0 from sample 0's second id, row 1 twice from sample 1, row 3
+  // from sample 0's first; the floats' gradients go nowhere.
+  CHECK(to_host(g, 8)
+        == std::vector<float>{3, 4, 8 + 10, 9 + 11, 0, 0, 1, 2});
+}
+
+TEST_CASE("features backward matches finite differences with repeated ids",
+          "[layers]") {
+  auto s = spec_of("features");
+  s.rows = 5;
+  s.dim = 3;
+  s.ids = 3;
+  auto c = make_case(s, {3 + 2}, 3, 9);
+  c.ids = {0, 2, 2, 4, 1, 2, 0, 0, 3};
+  auto floats = uniform(6, 10, -1, 1);
+  c.ids.resize(9 + 6);
+  std::memcpy(c.ids.data() + 9, floats.data(), sizeof(float) * 6);
+  grad_checker gc;
+  check_layer(c, gc, 100);
+}
+
+TEST_CASE("features checks its spec", "[layers]") {
+  auto s = spec_of("features");
+  s.rows = 5;
+  s.dim = 3;
+  s.ids = 4;
+  CHECK_THROWS_WITH(make_layer(0, s, {3}),
+                    Contains("layer 0 (features): ids must be in [1, 3]"));
+  s.ids = 2;
+  CHECK_THROWS_WITH(make_layer(1, s, {3}),
+                    Contains("must be the first layer"));
+  s.rows = 0;
+  CHECK_THROWS_WITH(make_layer(0, s, {3}), Contains("rows must be > 0"));
+}
+
 // --- losses ----------------------------------------------------------
 
 TEST_CASE("softmax cross-entropy gradient matches finite differences",
@@ -457,6 +519,20 @@ TEST_CASE("gather and scatter_add handle repeated indices", "[device]") {
   std::vector<float> expected{4,          5,          6,          0,  0,  0,
                               1 + 7 + 13, 2 + 8 + 14, 3 + 9 + 15, 10, 11, 12};
   CHECK(grad == expected);
+}
+
+TEST_CASE("copy_columns copies a block of columns between strides",
+          "[device]") {
+  std::vector<float> src(4 * 5);
+  std::iota(src.begin(), src.end(), 0.0f);
+  darray s = to_device(src), d = to_device(std::vector<float>(4 * 6, -1));
+  cpu().copy_columns(d.f32() + 2, 6, s.f32() + 1, 5, 4, 3);
+  auto out = to_host(d, 24);
+  for (int r = 0; r < 4; ++r)
+    for (int j = 0; j < 6; ++j) {
+      INFO(r << ", " << j);
+      CHECK(out[r * 6 + j] == (j >= 2 && j < 5 ? src[r * 5 + j - 1] : -1));
+    }
 }
 
 TEST_CASE("conv2d agrees with a direct convolution", "[device]") {
