@@ -120,6 +120,27 @@ std::vector<metric> progress_scalars::next(const job_progress& p,
                                                           last_network_))
                      / dt});
   }
+  // Each trainer replica's use of its time since the last report (the
+  // seed's "GPU utilization"; apps/actorflow/report.hpp).
+  for (auto& s : p.stages) {
+    auto it = std::find_if(s.metrics.begin(), s.metrics.end(),
+                           [](auto& m) { return m.name == "wait_params_s"; });
+    if (it == s.metrics.end())
+      continue;
+    auto& before = last_replica_[s.stage];
+    replica_totals now{s.busy_s, s.wait_input_s, s.wait_credit_s, it->value};
+    auto span = (now.busy_s - before.busy_s) + (now.input_s - before.input_s)
+                + (now.credit_s - before.credit_s);
+    if (span > 0) {
+      auto prefix = "stage/" + s.stage + "/";
+      out.push_back({prefix + "busy", (now.busy_s - before.busy_s) / span});
+      out.push_back({prefix + "param_wait",
+                     std::max(0.0, now.params_s - before.params_s) / span});
+      out.push_back({prefix + "input_wait",
+                     (now.input_s - before.input_s) / span});
+    }
+    before = now;
+  }
   out.push_back({"job/network_bytes", static_cast<double>(network)});
   out.push_back({"job/coordinator_bytes",
                  static_cast<double>(p.coordinator_bytes)});

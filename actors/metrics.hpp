@@ -65,6 +65,10 @@ private:
   double last_elapsed_ = 0;
   uint64_t last_records_ = 0, last_bytes_ = 0, last_network_ = 0;
   std::map<std::string, totals> last_; // by stage
+  struct replica_totals {
+    double busy_s = 0, input_s = 0, credit_s = 0, params_s = 0;
+  };
+  std::map<std::string, replica_totals> last_replica_; // trainers, by label
   std::set<std::string> event_tags_;   // written by events() only
 };
 

@@ -1,5 +1,6 @@
 #include "apps/actorflow/report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -34,6 +35,21 @@ std::vector<stage_row> stage_rows(const job_progress& p) {
     x.busy_s += s.busy_s;
     x.wait_in_s += s.wait_input_s;
     x.wait_credit_s += s.wait_credit_s;
+  }
+  return rows;
+}
+
+std::vector<utilization_row> utilization_rows(const job_progress& p) {
+  std::vector<utilization_row> rows;
+  for (auto& s : p.stages) {
+    auto it = std::find_if(s.metrics.begin(), s.metrics.end(),
+                           [](auto& m) { return m.name == "wait_params_s"; });
+    auto total = s.busy_s + s.wait_input_s + s.wait_credit_s;
+    if (it == s.metrics.end() || total <= 0)
+      continue;
+    rows.push_back({s.stage, s.busy_s / total,
+                    std::min(it->value, s.busy_s) / total,
+                    s.wait_input_s / total});
   }
   return rows;
 }
@@ -167,6 +183,12 @@ void print_summary(std::FILE* out, const std::string& job_name,
       std::fprintf(out, ", %.0f steps skipped (NaN/Inf)", t.skipped);
     std::fprintf(out, "\n");
   }
+  for (auto& x : utilization_rows(p))
+    std::fprintf(out,
+                 "  utilization of %s: busy %.0f%% (of which waiting for "
+                 "parameters %.0f%%), waiting for input %.0f%%\n",
+                 x.replica.c_str(), 100.0 * x.busy, 100.0 * x.param_wait,
+                 100.0 * x.input_wait);
   for (auto& x : step_time_rows(p))
     std::fprintf(out,
                  "  step time of %s (%.0f steps timed), ms: %.3f = prepare "
@@ -253,6 +275,12 @@ void write_report_json(std::FILE* out, const std::string& job_name,
                          {"gap_ms", rounded(x.gap, 4)},
                          {"device_busy", rounded(x.device_busy, 4)},
                          {"input_in_place", rounded(x.input_in_place, 4)}});
+  auto utilization = json::array();
+  for (auto& x : utilization_rows(p))
+    utilization.push_back({{"replica", x.replica},
+                           {"busy", rounded(x.busy, 4)},
+                           {"param_wait", rounded(x.param_wait, 4)},
+                           {"input_wait", rounded(x.input_wait, 4)}});
   // Every replica's latest metrics ("evaluate[0]": {"test_accuracy": ...}).
   auto metrics = json::object();
   for (auto& s : p.stages) {
@@ -280,6 +308,7 @@ void write_report_json(std::FILE* out, const std::string& job_name,
                  {"stages", std::move(stages)},
                  {"metrics", std::move(metrics)},
                  {"step_time", std::move(step_time)},
+                 {"utilization", std::move(utilization)},
                  {"bottleneck", {{"stage", b.stage}, {"hint", b.hint}}}};
   std::fprintf(out, "%s\n",
                report.dump(1, ' ', false, json::error_handler_t::replace)

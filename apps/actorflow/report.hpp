@@ -48,6 +48,18 @@ struct step_time_row {
 /// One row per stage whose replicas reported timed steps.
 std::vector<step_time_row> step_time_rows(const job_progress& p);
 
+/// One trainer replica's use of its time, the seed's "GPU utilization":
+/// shares (0..1) of the time the replica accounted (busy + waiting).
+/// `busy` includes `param_wait` (a trainer waits for its pulls inside its
+/// step); `input_wait` is the time with no batch to train.
+struct utilization_row {
+  std::string replica; // "train[0]"
+  double busy = 0, param_wait = 0, input_wait = 0;
+};
+
+/// One row per replica that reports wait_params_s (the trainers).
+std::vector<utilization_row> utilization_rows(const job_progress& p);
+
 /// Totals, throughput, one row per stage (replicas summed) and the
 /// bottleneck line.
 void print_summary(std::FILE* out, const std::string& job_name,

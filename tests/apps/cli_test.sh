@@ -225,8 +225,25 @@ PY
   train_ctr)
     # Sharded embedding, 2 trainers, a held-out split: the model gets close
     # to the planted model's AUC.
-    run_limited 60 run "$data/train_ctr.pbtxt" --log-level info; expect_rc 0
+    run_limited 60 run "$data/train_ctr.pbtxt" --log-level info \
+      --report-json "$tmp/report.json"; expect_rc 0
     expect_out "job 'train-ctr' finished"
+    # Each trainer replica's use of its time (the seed's "GPU utilization"),
+    # in the summary and the JSON report, as shares that add up.
+    for r in 0 1; do
+      expect_out "^  utilization of train\[$r\]: busy [0-9]\+% (of which waiting for parameters [0-9]\+%), waiting for input [0-9]\+%$"
+    done
+    python3 - "$tmp/report.json" <<'PY' || fail "utilization in the JSON report"
+import json, sys
+u = json.load(open(sys.argv[1]))["utilization"]
+assert [x["replica"] for x in u] == ["train[0]", "train[1]"], u
+for x in u:
+    assert 0 < x["busy"] <= 1 and 0 <= x["input_wait"] < 1, x
+    assert 0 <= x["param_wait"] <= x["busy"], x
+    assert x["busy"] + x["input_wait"] <= 1.0001, x
+    # Trainers pull from the shards in every step: some of it shows.
+    assert x["param_wait"] > 0, x
+PY
     expect_out "^  training: [0-9]\+ steps, 100000 samples, "
     expect_out "^  test (step [0-9]\+): loss [0-9.]\+, AUC [0-9.]\+ (planted model's AUC [0-9.]\+)$"
     steps=$(sed -n 's/^  training: \([0-9]*\) steps.*/\1/p' "$tmp/out")

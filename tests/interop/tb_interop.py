@@ -92,6 +92,9 @@ want = {"train/loss", "train/step", "train/samples_per_s",
 for stage in ("clicks", "batch", "train", "evaluate"):
     for what in ("items_per_s", "busy", "credit_wait", "replicas"):
         want.add(f"stage/{stage}/{what}")
+# Each trainer replica's utilization (docs/monitoring.md).
+for what in ("busy", "param_wait", "input_wait"):
+    want.add(f"stage/train[0]/{what}")
 missing = want - tags
 if missing:
     fail(f"tags missing: {sorted(missing)} (have {sorted(tags)})")

@@ -126,13 +126,14 @@ TEST_CASE("progress becomes per-stage rates and the trainers' global step",
   a.items_in = 10;
   a.busy_s = 0.5;
   a.metrics = {{"step", 10}, {"samples", 100}, {"loss", 0.4},
-               {"staleness_max", 1}};
+               {"staleness_max", 1}, {"wait_params_s", 0.1}};
+  a.wait_input_s = 0.5;
   auto b = a;
   b.stage = "train[1]";
   b.items_in = 30;
   b.busy_s = 1.0;
   b.metrics = {{"step", 30}, {"samples", 300}, {"loss", 0.2},
-               {"staleness_max", 3}};
+               {"staleness_max", 3}, {"wait_params_s", 0.2}};
   p.stages = {a, b};
   int64_t step = 0;
   auto first = ps.next(p, step);
@@ -143,6 +144,10 @@ TEST_CASE("progress becomes per-stage rates and the trainers' global step",
   p.stages[1].items_in += 10;
   p.stages[0].busy_s += 0.5;
   p.stages[1].busy_s += 0.5;
+  // Replica 0 also waited 0.5 s for input, 0.2 s of its busy time for
+  // parameters.
+  p.stages[0].wait_input_s += 0.5;
+  p.stages[0].metrics.back().value += 0.2;
   auto v = ps.next(p, step);
   std::map<std::string, double> m;
   for (auto& x : v)
@@ -150,6 +155,13 @@ TEST_CASE("progress becomes per-stage rates and the trainers' global step",
   CHECK(m.at("stage/train/items_per_s") == Approx(20));
   CHECK(m.at("stage/train/busy") == Approx(0.5));
   CHECK(m.at("stage/train/replicas") == 2);
+  // Each trainer replica's shares of its own time in that second.
+  CHECK(m.at("stage/train[0]/busy") == Approx(0.5));
+  CHECK(m.at("stage/train[0]/param_wait") == Approx(0.2));
+  CHECK(m.at("stage/train[0]/input_wait") == Approx(0.5));
+  CHECK(m.at("stage/train[1]/busy") == Approx(1.0));
+  CHECK(m.at("stage/train[1]/param_wait") == Approx(0.0));
+  CHECK(m.at("stage/train[1]/input_wait") == Approx(0.0));
   CHECK(m.at("train/step") == 40);
   CHECK(m.at("train/samples") == 400);
   CHECK(m.at("train/loss") == Approx(0.3));
