@@ -15,6 +15,7 @@
 #include "apps/actorflow/cmd_run.hpp"
 #include "apps/actorflow/cmd_validate.hpp"
 #include "apps/actorflow/convert.hpp"
+#include "apps/actorflow/generate.hpp"
 #include "apps/actorflow/inspect.hpp"
 #include "apps/actorflow/options.hpp"
 #include "runtime/registry.hpp"
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
   add_validate(app, reg, action);
   add_node(app, reg, action);
   add_convert(app, action);
+  add_generate(app, action);
   add_inspect(app, action);
 
   try {

@@ -465,6 +465,128 @@ PY
     steps=$(sed -n 's/.* train\[0\]: \([0-9]*\) steps, .*/\1/p' "$tmp/err")
     [ -n "$steps" ] && [ "$steps" -gt 100 ] || fail "the surviving trainer ran only '$steps' steps"
     ;;
+  generate)
+    # A Criteo-like click log from a planted model (docs/generate.md).
+    g=(generate criteo --rows 20000 --test-rows 5000)
+    run "${g[@]}" --out "$tmp/g1" --seed 7; expect_rc 0
+    expect_out "train.csv: 20000 rows, click rate 0\.[0-9]*, planted AUC 0\.[0-9]*$"
+    expect_out "test.csv: 5000 rows"
+    expect_out "planted.json"
+    # Same arguments, same bytes; another seed, other rows. Row i depends
+    # on the seed and i only: fewer rows are a prefix.
+    run "${g[@]}" --out "$tmp/g2" --seed 7; expect_rc 0
+    for f in train.csv test.csv planted.json; do
+      cmp -s "$tmp/g1/$f" "$tmp/g2/$f" || fail "two runs with --seed 7 give different $f"
+    done
+    run generate criteo --rows 2000 --test-rows 500 --out "$tmp/g3" --seed 7; expect_rc 0
+    head -n 2001 "$tmp/g1/train.csv" | cmp -s - "$tmp/g3/train.csv" \
+      || fail "--rows 2000 is not the first 2000 rows of --rows 20000"
+    run generate criteo --rows 2000 --test-rows 500 --out "$tmp/g3" --seed 8; expect_rc 0
+    head -n 2001 "$tmp/g1/train.csv" | cmp -s - "$tmp/g3/train.csv" \
+      && fail "--seed 7 and --seed 8 give the same train.csv"
+    head -n 501 "$tmp/g1/test.csv" | cmp -s - "$tmp/g3/test.csv" \
+      && fail "--seed 7 and --seed 8 give the same test.csv"
+    python3 - "$tmp/g1" "$tmp/g3" <<'PY' || fail "the generated files are not as documented"
+import csv, json, math, re, sys
+d, other = sys.argv[1], sys.argv[2]
+p = json.load(open(d + "/planted.json"))
+header = ["label"] + ["I%d" % k for k in range(1, 14)] \
+         + ["C%d" % j for j in range(1, 27)] + ["planted_logit"]
+def load(path):
+    rows = list(csv.reader(open(path, newline="")))
+    assert rows[0] == header, "header %s" % rows[0]
+    assert all(len(r) == 41 for r in rows[1:]), "a row without 41 cells"
+    return rows[1:]
+train, test = load(d + "/train.csv"), load(d + "/test.csv")
+assert len(train) == 20000 and len(test) == 5000, (len(train), len(test))
+for key in ("seed", "rows", "test_rows", "bias", "click_rate", "click_rate_test"):
+    assert key in p, key
+assert (p["seed"], p["rows"], p["test_rows"]) == (7, 20000, 5000)
+for key, n in (("numeric_mean", 13), ("numeric_std", 13),
+               ("numeric_missing_rates", 13), ("vocabulary_sizes", 26),
+               ("categorical_missing_rates", 26)):
+    assert len(p[key]) == n, key
+vocab = p["vocabulary_sizes"]
+assert min(vocab) == 4 and max(vocab) == 200000, vocab
+count = re.compile(r"^[0-9]+$")
+hexid = re.compile(r"^[0-9a-f]{8}$")
+n = len(train)
+for r in train + test:
+    assert r[0] in ("0", "1"), r[0]
+    assert all(c == "" or count.match(c) for c in r[1:14]), r[1:14]
+    assert all(c == "" or hexid.match(c) for c in r[14:40]), r[14:40]
+    float(r[40])
+# Each column's share of empty cells is its configured missing rate
+# (5 standard errors); log1p of the counts (empty as 0) has the mean and
+# std planted.json gives.
+rates = p["numeric_missing_rates"] + p["categorical_missing_rates"]
+for c, rate in enumerate(rates):
+    empty = sum(1 for r in train if r[1 + c] == "") / n
+    tol = 5 * math.sqrt(rate * (1 - rate) / n) + 1e-9
+    assert abs(empty - rate) <= tol, (header[1 + c], empty, rate)
+for k in range(13):
+    v = [math.log1p(int(r[1 + k])) if r[1 + k] else 0.0 for r in train]
+    mean = sum(v) / n
+    std = math.sqrt(sum((x - mean) ** 2 for x in v) / n)
+    m, s = p["numeric_mean"][k], p["numeric_std"][k]
+    assert abs(mean - m) <= 5 * s / math.sqrt(n), ("I%d mean" % (k + 1), mean, m)
+    assert abs(std - s) <= 0.05 * s, ("I%d std" % (k + 1), std, s)
+for j in range(26):
+    assert len({r[14 + j] for r in train} - {""}) <= vocab[j], "C%d" % (j + 1)
+clicks = sum(int(r[0]) for r in train) / n
+assert 0.15 <= clicks <= 0.35 and abs(clicks - p["click_rate"]) < 1e-12, clicks
+# The planted AUC, recomputed: positives' rank sum, ties at their mean rank.
+def auc(rows):
+    s = sorted((float(r[40]), int(r[0])) for r in rows)
+    pos = rank_sum = 0.0
+    i = 0
+    while i < len(s):
+        j = i
+        while j < len(s) and s[j][0] == s[i][0]:
+            j += 1
+        k = sum(label for _, label in s[i:j])
+        rank_sum += k * (i + 1 + j) / 2
+        pos += k
+        i = j
+    neg = len(s) - pos
+    return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
+for rows, key in ((train, "planted_auc_train"), (test, "planted_auc_test")):
+    assert abs(auc(rows) - p[key]) < 1e-6, (key, auc(rows), p[key])
+    assert 0.7 < p[key] < 0.9, (key, p[key])
+# A value index prints the same string whatever the seed: C9's most
+# frequent value (rank 0 of 4) is the same string in both.
+def top(rows, c):
+    cells = [r[c] for r in rows if r[c]]
+    return max(set(cells), key=cells.count)
+other_train = load(other + "/train.csv")
+assert top(train, 22) == top(other_train, 22), "C9"
+PY
+    # --missing-rate 0: no empty cell; --test-rows 0: a header, no AUC.
+    run generate criteo --out "$tmp/g4" --rows 500 --test-rows 0 --missing-rate 0
+    expect_rc 0; expect_out "test.csv: 0 rows"
+    [ "$(wc -l <"$tmp/g4/train.csv")" -eq 501 ] || fail "train.csv does not have 500 rows"
+    [ "$(wc -l <"$tmp/g4/test.csv")" -eq 1 ] || fail "test.csv has more than its header"
+    grep -q ',,\|,$' "$tmp/g4/train.csv" && fail "--missing-rate 0 left empty cells"
+    python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["planted_auc_test"] is None' \
+      "$tmp/g4/planted.json" || fail "planted_auc_test of no rows is not null"
+    # Bad arguments: exit code 2, one line naming the problem.
+    run generate criteo --out "$tmp/g5" --rows 0; expect_rc 2
+    expect_err "^actorflow: --rows must be at least 1, got 0$"
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "more than one error line"
+    [ ! -e "$tmp/g5" ] || fail "--rows 0 created the output folder"
+    run generate criteo --out "$tmp/g5" --missing-rate 1.5; expect_rc 2
+    expect_err "^actorflow: --missing-rate must be in \[0, 1)"
+    : >"$tmp/afile"
+    run generate criteo --out "$tmp/afile/sub" --rows 10; expect_rc 2
+    expect_err "^actorflow: $tmp/afile/sub: cannot create the folder: "
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "more than one error line"
+    mkdir "$tmp/g6" "$tmp/g6/train.csv"
+    run generate criteo --out "$tmp/g6" --rows 10; expect_rc 2
+    expect_err "^actorflow: $tmp/g6/train.csv: cannot write: "
+    run generate criteo --rows 10; expect_rc 2; expect_err "out is required"
+    run generate criteo --help; expect_rc 0
+    expect_out "--weight-scale"; expect_out "planted_auc_test"; expect_out "log1p"
+    ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
 esac
