@@ -7,6 +7,8 @@
 #include "actors/evaluator.hpp"
 #include "actors/example_parse.hpp"
 #include "actors/filter.hpp"
+#include "actors/hash_bucket.hpp"
+#include "actors/numeric.hpp"
 #include "actors/unbatch.hpp"
 #include "actors/padded_batch.hpp"
 #include "actors/tfrecord_sink.hpp"
@@ -87,6 +89,8 @@ void register_builtin_stages(registry& reg) {
   reg.add(padded_batch_type());
   reg.add(tfrecord_sink_type());
   reg.add(tokenize_type());
+  reg.add(hash_bucket_type());
+  reg.add(numeric_type());
   reg.add(zip_type());
   reg.add(skip_type());
   reg.add(csv_source_type());

@@ -21,6 +21,8 @@ struct column {
   std::string name;
   column_type type;
   size_t position = 0;  // in the file's rows
+  bool has_default = false;
+  std::string default_value; // what an empty cell reads as (has_default)
 };
 
 bool parse_int(const std::string& s, int64_t& out) {
@@ -57,7 +59,8 @@ csv_config config_of(const topology::Stage& s) {
                          col.type() == "int64"   ? column_type::int64
                          : col.type() == "float" ? column_type::float32
                                                  : column_type::string,
-                         c.columns.size()});
+                         c.columns.size(), col.has_default_value(),
+                         col.default_value()});
   if (p.has_header())
     c.header = p.header();
   if (!p.delimiter().empty())
@@ -197,6 +200,7 @@ private:
         break;
       }
       ++rows_in_file_;
+      fill_defaults(row);
       std::string problem = check_row(row);
       if (!problem.empty()) {
         auto where = path + ":" + std::to_string(line) + ": " + problem;
@@ -247,6 +251,13 @@ private:
     return true;
   }
 
+  // Empty cells of columns with a default_value take it.
+  void fill_defaults(std::vector<std::string>& row) const {
+    for (auto& c : columns_)
+      if (c.has_default && c.position < row.size() && row[c.position].empty())
+        row[c.position] = c.default_value;
+  }
+
   std::string check_row(const std::vector<std::string>& row) const {
     size_t needed = 0;
     for (auto& c : columns_)
@@ -293,13 +304,22 @@ std::string check(const topology::Stage& s) {
   auto& p = s.csv_source();
   if (p.files().empty() || p.column().empty())
     return "csv_source.files and csv_source.column are required";
-  for (auto& c : p.column())
+  for (auto& c : p.column()) {
     if (c.name().empty()
         || (c.type() != "int64" && c.type() != "float"
             && c.type() != "string"))
       return "csv_source column '" + c.name()
              + "': needs a name and a type of \"int64\", \"float\" or "
                "\"string\"";
+    int64_t i;
+    float f;
+    if (c.has_default_value()
+        && ((c.type() == "int64" && !parse_int(c.default_value(), i))
+            || (c.type() == "float" && !parse_float(c.default_value(), f))))
+      return "csv_source column '" + c.name() + "': default_value '"
+             + c.default_value() + "' is not "
+             + (c.type() == "int64" ? "an int64" : "a float");
+  }
   if (p.delimiter().size() > 1)
     return "csv_source.delimiter is one character";
   if (!p.on_bad_row().empty() && p.on_bad_row() != "fail"

@@ -251,32 +251,96 @@ int convert_images(const images_args& a) {
 
 struct csv_args {
   std::vector<std::string> files;
-  std::vector<std::string> columns;  // name:type
+  std::vector<std::string> columns;  // NAME:TYPE[:DEFAULT]
   bool no_header = false;
   std::string delimiter = ",";
   bool skip_bad_rows = false;
   output_options out;
 };
 
+struct csv_column {
+  std::string name, type;
+  size_t position = 0;
+  bool has_default = false;
+  std::string default_value; // what an empty cell reads as (has_default)
+};
+
+bool csv_type(const std::string& t) {
+  return t == "int64" || t == "float" || t == "string";
+}
+
+// Parses --column NAME:TYPE or NAME:TYPE:DEFAULT (DEFAULT may be empty or
+// hold colons). NAME may hold colons too: a spec that ends in ":TYPE" is
+// NAME:TYPE, else the first ":TYPE:" ends the name.
+bool parse_csv_column(const std::string& spec, csv_column& c) {
+  auto last = spec.rfind(':');
+  if (last != std::string::npos && last > 0
+      && csv_type(spec.substr(last + 1))) {
+    c.name = spec.substr(0, last);
+    c.type = spec.substr(last + 1);
+    return true;
+  }
+  for (auto at = spec.find(':'); at != std::string::npos;
+       at = spec.find(':', at + 1)) {
+    auto end = spec.find(':', at + 1);
+    if (end == std::string::npos)
+      break;
+    auto type = spec.substr(at + 1, end - at - 1);
+    if (at > 0 && csv_type(type)) {
+      c.name = spec.substr(0, at);
+      c.type = type;
+      c.has_default = true;
+      c.default_value = spec.substr(end + 1);
+      return true;
+    }
+  }
+  return false;
+}
+
+// Adds cell `v` of column `c` to `feats`; the problem, or "".
+std::string add_csv_cell(const csv_column& c, const std::string& v,
+                         tf::Features& feats) {
+  auto& feature = (*feats.mutable_feature())[c.name];
+  char* end = nullptr;
+  errno = 0;
+  if (c.type == "int64") {
+    auto x = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || errno == ERANGE)
+      return "column '" + c.name + "': '" + v + "' is not an int64";
+    feature.mutable_int64_list()->add_value(x);
+  } else if (c.type == "float") {
+    auto x = std::strtof(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || errno == ERANGE)
+      return "column '" + c.name + "': '" + v + "' is not a float";
+    feature.mutable_float_list()->add_value(x);
+  } else {
+    feature.mutable_bytes_list()->add_value(v);
+  }
+  return {};
+}
+
 int convert_csv(const csv_args& a) {
-  struct column {
-    std::string name, type;
-    size_t position;
-  };
-  std::vector<column> cols;
+  std::vector<csv_column> cols;
   for (auto& spec : a.columns) {
-    auto colon = spec.rfind(':');
-    auto name = spec.substr(0, colon);
-    auto type = colon == std::string::npos ? "" : spec.substr(colon + 1);
-    if (name.empty()
-        || (type != "int64" && type != "float" && type != "string")) {
+    csv_column c;
+    if (!parse_csv_column(spec, c)) {
       std::fprintf(stderr,
-                   "actorflow: --column %s: expected NAME:TYPE with TYPE "
-                   "int64, float or string\n",
+                   "actorflow: --column %s: expected NAME:TYPE or "
+                   "NAME:TYPE:DEFAULT with TYPE int64, float or string\n",
                    spec.c_str());
       return exit_usage;
     }
-    cols.push_back({name, type, cols.size()});
+    tf::Features probe;
+    if (c.has_default && c.type != "string"
+        && !add_csv_cell(c, c.default_value, probe).empty()) {
+      std::fprintf(stderr,
+                   "actorflow: --column %s: the default '%s' is not %s\n",
+                   spec.c_str(), c.default_value.c_str(),
+                   c.type == "int64" ? "an int64" : "a float");
+      return exit_usage;
+    }
+    c.position = cols.size();
+    cols.push_back(std::move(c));
   }
   // Two passes: count rows first, so that shards split evenly.
   int64_t total = 0;
@@ -321,35 +385,17 @@ int convert_csv(const csv_args& a) {
       while (reader.next(row, line)) {
         std::string problem;
         ex.Clear();
-        auto& feats = *ex.mutable_features()->mutable_feature();
+        auto& feats = *ex.mutable_features();
         for (auto& c : cols) {
           if (c.position >= row.size()) {
             problem = "row has " + std::to_string(row.size()) + " fields";
             break;
           }
           auto& v = row[c.position];
-          char* end = nullptr;
-          if (c.type == "int64") {
-            errno = 0;
-            auto x = std::strtoll(v.c_str(), &end, 10);
-            if (v.empty() || *end != '\0' || errno == ERANGE) {
-              problem = "column '" + c.name + "': '" + v
-                        + "' is not an int64";
-              break;
-            }
-            feats[c.name].mutable_int64_list()->add_value(x);
-          } else if (c.type == "float") {
-            errno = 0;
-            auto x = std::strtof(v.c_str(), &end);
-            if (v.empty() || *end != '\0' || errno == ERANGE) {
-              problem = "column '" + c.name + "': '" + v
-                        + "' is not a float";
-              break;
-            }
-            feats[c.name].mutable_float_list()->add_value(x);
-          } else {
-            feats[c.name].mutable_bytes_list()->add_value(v);
-          }
+          problem = add_csv_cell(
+            c, v.empty() && c.has_default ? c.default_value : v, feats);
+          if (!problem.empty())
+            break;
         }
         if (!problem.empty()) {
           if (!a.skip_bad_rows) {
@@ -426,7 +472,10 @@ void add_convert(CLI::App& app, std::function<int()>& action) {
            "--column NAME:TYPE (int64, float or string -> bytes)");
   from_csv->add_option("files", csv->files, "CSV files")->required();
   from_csv->add_option("--column", csv->columns,
-                       "A column to convert, NAME:TYPE (repeat)")
+                       "A column to convert, NAME:TYPE (repeat); "
+                       "NAME:TYPE:DEFAULT reads its empty cells as DEFAULT, "
+                       "e.g. I1:float:0 (without: a bad row for int64 and "
+                       "float, \"\" for string)")
     ->required();
   from_csv->add_flag("--no-header", csv->no_header,
                      "The first row is data; --column names are positional");

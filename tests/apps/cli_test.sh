@@ -62,6 +62,7 @@ case $case_name in
     expect_err "invalid.pbtxt:3: stage 'decode': unknown stage type 'transfrom'"
     expect_err "invalid.pbtxt:4: stage 'sink': input 'decoder' names a stage that does not exist"
     run validate --list-types; expect_rc 0; expect_out "synthetic_source"; expect_out "batcher"
+    expect_out "hash_bucket"; expect_out "numeric"
     ;;
   bad_files)
     run validate "$tmp/none.pbtxt"; expect_rc 2; expect_err "none.pbtxt: cannot open"
@@ -182,6 +183,19 @@ PY
     printf 'a,b,c\n1,x,0.5\nnope,y,1\n' > "$tmp/bad.csv"
     run convert csv "$tmp/bad.csv" --column a:int64 --out "$tmp/bad"
     expect_rc 1; expect_err "bad.csv:3: column 'a': 'nope' is not an int64"
+    # Empty cells: a bad row without a default, the default with one.
+    printf 'a,b,c\n1,x,0.5\n,,\n' > "$tmp/gaps.csv"
+    run convert csv "$tmp/gaps.csv" --column a:int64 --out "$tmp/gaps"
+    expect_rc 1; expect_err "gaps.csv:3: column 'a': '' is not an int64"
+    run convert csv "$tmp/gaps.csv" --column a:int64:-1 --column b:string:none \
+      --column c:float:2.5 --out "$tmp/gaps"
+    expect_rc 0; expect_out "wrote 2 records to 1 files"
+    run inspect "$tmp/gaps-00000-of-00001.tfrecord" --json --show all; expect_rc 0
+    expect_out '"a": {"int64_list": \[-1\]}'
+    expect_out '"c": {"float_list": \[2.5\]}'
+    expect_out '"b": {"bytes_list": \["'"$(printf none | base64)"'"\]}'
+    run convert csv "$tmp/gaps.csv" --column a:int64:x --out "$tmp/gaps"
+    expect_rc 2; expect_err "--column a:int64:x: the default 'x' is not an int64"
     mkdir -p "$tmp/imgs/cls"; cp "$here/../fuzz/corpus/image/"*.jpg "$tmp/imgs/cls/"
     # PNG and WebP by content, whatever the name says.
     cp "$here/../fuzz/corpus/png/rgb_12x5.png" "$tmp/imgs/cls/png_named.jpg"

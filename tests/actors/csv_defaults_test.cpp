@@ -1,0 +1,111 @@
+// csv_source's default_value: an empty cell of such a column reads as the
+// default (int64, float and string), a column without one keeps the old
+// behaviour (a bad row for numbers, "" for strings), and a default that
+// does not parse as its column's type is refused when the topology loads.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "tests/support/harness.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace af;
+using namespace af::test;
+
+namespace {
+
+std::string csv_job(const std::string& file, const std::string& columns,
+                    const std::string& extra = "") {
+  return R"(
+    stage { name: "csv" type: "csv_source"
+            csv_source { files: ")" + file + "\" " + extra + columns + R"( } }
+    stage { name: "sink" type: "collect" input { stage: "csv" } })";
+}
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "csv_source fills empty cells with the column's "
+                          "default_value",
+                 "[csv][input]") {
+  temp_dir dir;
+  // Row 3 has every cell empty, a quoted "" too; row 4 a cell of spaces
+  // (libcsv drops the spaces around an unquoted cell: empty too).
+  dir.write("d.csv", "i,f,s,t\n"
+                     "1,0.5,x,y\n"
+                     ",,\"\",\n"
+                     "3,  ,z,w\n");
+  auto columns = R"(
+    column { name: "i" type: "int64" default_value: "-7" }
+    column { name: "f" type: "float" default_value: "2.5" }
+    column { name: "s" type: "string" default_value: "none" }
+    column { name: "t" type: "string" })";
+  auto r = run_text(sys, reg, csv_job(dir.file("d.csv"), columns));
+  REQUIRE(r.ok);
+  REQUIRE(obs->collected.size() == 1);
+  auto& b = obs->collected[0];
+  REQUIRE(b.records() == 3);
+  CHECK(b.at("i").data_as<int64_t>()[0] == 1);
+  CHECK(b.at("i").data_as<int64_t>()[1] == -7);
+  CHECK(b.at("i").data_as<int64_t>()[2] == 3);
+  CHECK(b.at("f").data_as<float>()[0] == 0.5f);
+  CHECK(b.at("f").data_as<float>()[1] == 2.5f);
+  CHECK(b.at("f").data_as<float>()[2] == 2.5f);
+  CHECK(b.at("s").string_at(0) == "x");
+  CHECK(b.at("s").string_at(1) == "none");
+  CHECK(b.at("s").string_at(2) == "z");
+  CHECK(b.at("t").string_at(0) == "y");
+  CHECK(b.at("t").string_at(1) == ""); // no default: stays empty
+}
+
+TEST_CASE_METHOD(fixture, "csv_source without default_value keeps an empty "
+                          "number a bad row",
+                 "[csv][input]") {
+  temp_dir dir;
+  dir.write("e.csv", "i,s\n1,a\n,b\n3,\n");
+  auto columns = R"(
+    column { name: "i" type: "int64" }
+    column { name: "s" type: "string" })";
+  auto r = run_text(sys, reg, csv_job(dir.file("e.csv"), columns));
+  REQUIRE_FALSE(r.ok);
+  CHECK_THAT(r.error, Catch::Contains("e.csv:3: column 'i': '' is not an "
+                                      "int64"));
+  obs->collected.clear();
+  auto skipped = run_text(sys, reg, csv_job(dir.file("e.csv"), columns,
+                                            "on_bad_row: \"skip\" "));
+  REQUIRE(skipped.ok);
+  auto& b = obs->collected.at(0);
+  REQUIRE(b.records() == 2);
+  CHECK(b.at("i").data_as<int64_t>()[1] == 3);
+  CHECK(b.at("s").string_at(1) == "");
+}
+
+TEST_CASE("csv_source refuses a default_value that does not parse, naming "
+          "the column",
+          "[csv][bad-input]") {
+  temp_dir dir;
+  auto file = dir.write("x.csv", "a\n1\n");
+  auto reg = make_registry(std::make_shared<observations>());
+  auto problem = [&](const std::string& column) {
+    auto loaded = load_topology_text(csv_job(file, column), "t.pbtxt", reg);
+    std::string all;
+    for (auto& e : loaded.errors)
+      all += e.to_string() + "\n";
+    return all;
+  };
+  auto column = [](const std::string& type, const std::string& value) {
+    return R"(column { name: "a" type: ")" + type + R"(" default_value: ")"
+           + value + R"(" })";
+  };
+  CHECK_THAT(problem(column("int64", "1.5")),
+             Catch::Contains("csv_source column 'a': default_value '1.5' is "
+                             "not an int64"));
+  CHECK_THAT(problem(column("int64", "")),
+             Catch::Contains("csv_source column 'a': default_value '' is not "
+                             "an int64"));
+  CHECK_THAT(problem(column("float", "n/a")),
+             Catch::Contains("csv_source column 'a': default_value 'n/a' is "
+                             "not a float"));
+  CHECK(problem(column("float", "-1e3")).empty());
+  CHECK(problem(column("string", "")).empty());
+}
