@@ -118,6 +118,8 @@ void read_inputs(const topology::TrainingModel& m, training_spec& t,
     bool used = false;
   };
   std::map<std::string, table_info> tables;
+  std::map<std::string, int> table_index; // for the line of a problem
+  std::set<std::string> refused;          // reported already
   int64_t total_rows = 0;
   for (int i = 0; i < m.table_size(); ++i) {
     auto& tb = m.table(i);
@@ -129,6 +131,7 @@ void read_inputs(const topology::TrainingModel& m, training_spec& t,
       continue;
     }
     if (tb.rows() <= 0) {
+      refused.insert(tb.name());
       problems.push_back({path + ".rows",
                           "training.model.table '" + tb.name()
                             + "': rows must be > 0, got "
@@ -136,6 +139,7 @@ void read_inputs(const topology::TrainingModel& m, training_spec& t,
       continue;
     }
     tables[tb.name()] = {total_rows, tb.rows()};
+    table_index[tb.name()] = i;
     total_rows += tb.rows();
   }
   std::vector<model_input> numeric;
@@ -167,6 +171,8 @@ void read_inputs(const topology::TrainingModel& m, training_spec& t,
     }
     auto it = tables.find(in.table());
     if (it == tables.end()) {
+      if (refused.count(in.table()) > 0)
+        continue;
       problems.push_back({path + ".table",
                           "training.model.inputs '" + x.field
                             + "' names table '" + in.table()
@@ -183,7 +189,8 @@ void read_inputs(const topology::TrainingModel& m, training_spec& t,
   }
   for (auto& [name, info] : tables)
     if (!info.used)
-      problems.push_back({at + "table",
+      problems.push_back({at + "table[" + std::to_string(table_index[name])
+                            + "].name",
                           "training.model.table '" + name
                             + "' is used by no input"});
   if (ids == 0)
@@ -255,6 +262,13 @@ training_spec read(const topology::Topology& topo,
       }
     }
   } else {
+    for (int i = 0; i < m.layer_size(); ++i)
+      if (m.layer(i).type() == "features")
+        problems.push_back({"training.model.layer[" + std::to_string(i)
+                              + "].type",
+                            "training.model: layer " + std::to_string(i)
+                              + " (features): not a layer to declare; a "
+                                "model's table and inputs make it"});
     if (t.input.empty())
       problems.push_back({"training.model",
                           "training.model.input must name the batch field "

@@ -252,10 +252,9 @@ import json, sys
 u = json.load(open(sys.argv[1]))["utilization"]
 assert [x["replica"] for x in u] == ["train[0]", "train[1]"], u
 for x in u:
-    assert 0 < x["busy"] <= 1 and 0 <= x["input_wait"] < 1, x
-    assert 0 <= x["param_wait"] <= x["busy"], x
-    assert x["busy"] + x["input_wait"] <= 1.0001, x
-    # Trainers pull from the shards in every step: some of it shows.
+    # Both trainers trained and waited for input at some point; pulls
+    # from the shards take part of every step.
+    assert 0 < x["busy"] <= 1 and 0 < x["input_wait"] < 1, x
     assert x["param_wait"] > 0, x
 PY
     expect_out "^  training: [0-9]\+ steps, 100000 samples, "

@@ -353,8 +353,11 @@ namespace {
 /// Builds `spec` on both devices with the same random parameters, runs one
 /// train_step and one evaluate on the same batch and compares the losses,
 /// every gradient and the logits.
+/// `floats`: per sample, the last `floats` inputs of an id input are
+/// floats (a features first layer): the ids [n, F] come first, then real
+/// floats [n, floats].
 void require_models_agree(devices& d, const model_spec& spec, int n,
-                          int64_t embedding_rows = 0) {
+                          int64_t embedding_rows = 0, int64_t floats = 0) {
   model a(spec, d[0]), b(spec, d[1]);
   model* models[2] = {&a, &b};
   const auto& params = a.params();
@@ -374,10 +377,17 @@ void require_models_agree(devices& d, const model_spec& spec, int n,
   for (auto s : spec.input_shape)
     per_sample *= s;
   const size_t xn = size_t(n) * size_t(per_sample);
-  std::unique_ptr<twin> x =
-    embedding_rows > 0
-      ? std::make_unique<twin>(d, random_ints(xn, 300, int32_t(embedding_rows)))
-      : std::make_unique<twin>(d, random_floats(xn, 300));
+  std::unique_ptr<twin> x;
+  if (embedding_rows > 0) {
+    auto ids = size_t(n) * size_t(per_sample - floats);
+    auto host = random_ints(ids, 300, int32_t(embedding_rows));
+    auto tail = random_floats(xn - ids, 302);
+    host.resize(xn);
+    std::memcpy(host.data() + ids, tail.data(), tail.size() * sizeof(float));
+    x = std::make_unique<twin>(d, host);
+  } else {
+    x = std::make_unique<twin>(d, random_floats(xn, 300));
+  }
   const bool softmax = spec.loss == "softmax_cross_entropy";
   const int classes = int(output_width(spec));
   std::vector<float> float_labels(n);
@@ -477,11 +487,10 @@ TEST_CASE("cuda device agrees with cpu: model with named inputs (features, "
   f.dim = 6;
   f.ids = 3;
   model_spec spec;
-  spec.input_shape = {3 + 2}; // 3 ids, then 2 floats (here the bits of
-                              // small ints: tiny values, same on both)
+  spec.input_shape = {3 + 2}; // 3 ids, then 2 floats
   spec.layers = {f, dense(4), plain("relu"), dense(1)};
   spec.loss = "sigmoid_binary_cross_entropy";
-  require_models_agree(*d, spec, 8, /*embedding_rows=*/10);
+  require_models_agree(*d, spec, 8, /*embedding_rows=*/10, /*floats=*/2);
 }
 
 TEST_CASE("cuda device agrees with cpu: model with dropout") {
