@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The seed's case study, side by side (docs/case-study.md): ActorFlow
+# (apps/examples/criteo_like.pbtxt: 6 asynchronous trainers, 2 PS shards)
+# in one process, and with its 2 shards on 2 `actorflow node` processes on
+# 127.0.0.1 (started here, and stopped), against the seed's own system,
+# tf.data + ParameterServerStrategy with 6 workers and 2 PS processes
+# (bench/seed_case/tf_peer.py), on the same TFRecords, the same 2 cores,
+# the same model, batch, epochs and optimizer, ROUNDS times interleaved
+# (round 1: ActorFlow, ActorFlow with nodes, TensorFlow; round 2: ...).
+# Prints a markdown table per round and the medians of the paired ratios.
+#   bench/seed_case/run.sh [ROUNDS] [EPOCHS] [DIR]
+# DIR: the data of bench/seed_case/prepare.sh (made there if missing),
+# default build/data/criteo_like. The target AUC for "time to target" is the
+# planted model's test AUC minus 0.02 (AF_TARGET_AUC overrides it).
+# Needs the Release build and TensorFlow in build/venv (scripts/setup).
+set -euo pipefail
+# Every contender on the same 2 cores: this script and all it starts are
+# pinned to CPUs 0 and 1 (the peer pins itself there too, --cpus 0,1).
+if [ -z "${AF_SEED_CASE_PINNED:-}" ] && command -v taskset >/dev/null; then
+  AF_SEED_CASE_PINNED=1 exec taskset -c 0,1 "$0" "$@"
+fi
+root=$(cd "$(dirname "$0")/../.." && pwd)
+here=$root/bench/seed_case
+bin=$root/build/release/bin/actorflow
+py=${AF_TF_PYTHON:-$root/build/venv/bin/python}
+rounds=${1:-2}
+epochs=${2:-1}
+dir=${3:-$root/build/data/criteo_like}
+"$here/prepare.sh" "$dir"
+"$py" -c 'import tensorflow' 2>/dev/null \
+  || { echo "run.sh: TensorFlow is missing in $py (scripts/setup installs it)" >&2; exit 2; }
+planted=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["planted_auc_test"])' "$dir/planted.json")
+target=${AF_TARGET_AUC:-$(python3 -c "print(round($planted - 0.02, 4))")}
+work=$(mktemp -d)
+source "$root/bench/multi_process/nodes.sh"
+trap 'stop_nodes; rm -rf "$work"' EXIT
+# The example, reading DIR, with EPOCHS epochs, without checkpoints (the
+# peer writes none).
+sed -e "s#build/data/criteo_like#$dir#g" -e "s#^\( *\)epochs: 1\$#\1epochs: $epochs#" \
+    -e '/^checkpoint {/,/^}/d' "$root/apps/examples/criteo_like.pbtxt" >"$work/job.pbtxt"
+grep -q "^    epochs: $epochs\$" "$work/job.pbtxt" || { echo "run.sh: could not set the epochs" >&2; exit 1; }
+# The same with the shards on two nodes (their ports are filled in per
+# round: every round starts its own nodes).
+sed -e 's#^  ps { shards: 2 }$#  ps { shards: 2 hosts: ["ps1", "ps2"] }#' \
+    -e 's#^runtime { seed: 1 }$#runtime { seed: 1 }\nhost { name: "ps1" address: "127.0.0.1:PORT1" }\nhost { name: "ps2" address: "127.0.0.1:PORT2" }#' \
+    "$work/job.pbtxt" >"$work/nodes.pbtxt.in"
+grep -q 'hosts: \["ps1", "ps2"\]' "$work/nodes.pbtxt.in" && grep -q '^host { name: "ps2"' "$work/nodes.pbtxt.in" \
+  || { echo "run.sh: could not place the shards on nodes" >&2; exit 1; }
+
+run_actorflow() { # NAME TOPOLOGY
+  local log=$work/$1.log
+  "$bin" run "$2" --report-json "$work/$1.json" >"$work/$1.out" 2>"$log" \
+    || { tail -20 "$log" >&2; exit 1; }
+  python3 - "$work/$1.json" "$log" "$target" >"$work/$1.row" <<'PY'
+import json, re, sys, datetime
+r = json.load(open(sys.argv[1]))
+lines = open(sys.argv[2]).read().splitlines()
+ts = lambda l: datetime.datetime.strptime(l[:23], "%Y-%m-%d %H:%M:%S.%f")
+start = ts(lines[0])
+samples = sum(m.get("samples", 0) for k, m in r["metrics"].items() if k.startswith("train["))
+auc, to_target = None, None
+for l in lines:
+    m = re.search(r"evaluate\[0\]: (?:final, )?step \d+: test loss [0-9.]+, AUC ([0-9.]+)", l)
+    if m:
+        auc = float(m.group(1))
+        if to_target is None and auc >= float(sys.argv[3]):
+            to_target = (ts(l) - start).total_seconds()
+u = r["utilization"]
+print(json.dumps({"samples_per_s": samples / r["elapsed_s"], "wall_s": r["elapsed_s"],
+                  "final_auc": auc, "time_to_target_s": to_target,
+                  "busy": sum(x["busy"] for x in u) / len(u),
+                  "input_wait": sum(x["input_wait"] for x in u) / len(u)}))
+PY
+}
+
+run_tf() { # ROUND
+  "$py" "$here/tf_peer.py" --train "$dir/train-*.tfrecord" --test "$dir/test-*.tfrecord" \
+    --planted-json "$dir/planted.json" --workers 6 --ps 2 --cpus 0,1 \
+    --epochs "$epochs" --batch 256 --lr 0.05 --buckets 100000 --dim 16 --hidden 256,128 \
+    --eval-every-steps 2000 --target-auc "$target" --json "$work/tf$1.json" \
+    >"$work/tf$1.out" 2>"$work/tf$1.log" || { tail -20 "$work/tf$1.log" >&2; exit 1; }
+}
+
+for r in $(seq 1 "$rounds"); do
+  echo "round $r/$rounds: ActorFlow" >&2
+  run_actorflow "af$r" "$work/job.pbtxt"
+  echo "round $r/$rounds: ActorFlow, shards on 2 nodes" >&2
+  start_node ps1
+  start_node ps2
+  sed -e "s#PORT1#${port[ps1]}#" -e "s#PORT2#${port[ps2]}#" "$work/nodes.pbtxt.in" >"$work/nodes.pbtxt"
+  run_actorflow "afn$r" "$work/nodes.pbtxt"
+  stop_nodes
+  echo "round $r/$rounds: TensorFlow ParameterServerStrategy" >&2
+  run_tf "$r"
+done
+
+python3 - "$work" "$rounds" "$target" "$planted" "$epochs" <<'PY'
+import json, statistics, sys
+work, rounds, target, planted, epochs = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+fmt = lambda v, f="%.1f": "-" if v is None else f % v
+print(f"Planted model's test AUC {float(planted):.4f}; target AUC {target}; {epochs} epoch(s); 2 cores.\n")
+print("| round | system | samples/s | training wall s | final AUC | time to target s | trainers busy | input wait |")
+print("|---|---|---|---|---|---|---|---|")
+ratios, node_ratios = [], []
+for r in range(1, rounds + 1):
+    a = json.load(open(f"{work}/af{r}.row"))
+    n = json.load(open(f"{work}/afn{r}.row"))
+    t = json.load(open(f"{work}/tf{r}.json"))
+    print(f"| {r} | ActorFlow | {a['samples_per_s']:.0f} | {a['wall_s']:.1f} | {a['final_auc']:.4f} | {fmt(a['time_to_target_s'])} | {a['busy']:.2f} | {a['input_wait']:.2f} |")
+    print(f"| {r} | ActorFlow, shards on 2 nodes | {n['samples_per_s']:.0f} | {n['wall_s']:.1f} | {n['final_auc']:.4f} | {fmt(n['time_to_target_s'])} | {n['busy']:.2f} | {n['input_wait']:.2f} |")
+    node_ratios.append(n["samples_per_s"] / t["samples_per_s"])
+    # The workers' shares of the training wall time, as ActorFlow's are of
+    # each trainer's time: in steps, and blocked on an empty prefetch buffer.
+    w = t["per_worker"]
+    span = t["wall_s"] * len(w)
+    busy = sum(x["step_s"] for x in w) / span
+    wait = sum(x["input_wait_s"] for x in w) / span
+    print(f"| {r} | TF PS strategy | {t['samples_per_s']:.0f} | {t['wall_s']:.1f} (+{t['startup_s']:.0f} startup) | {t['final_auc']:.4f} | {fmt(t.get('time_to_target_s'))} | {busy:.2f} | {wait:.2f} |")
+    ratios.append(a["samples_per_s"] / t["samples_per_s"])
+print(f"\nActorFlow / TensorFlow samples/s per round: {', '.join('%.2f' % x for x in ratios)}; median {statistics.median(ratios):.2f}")
+print(f"ActorFlow with shards on nodes / TensorFlow: {', '.join('%.2f' % x for x in node_ratios)}; median {statistics.median(node_ratios):.2f}")
+PY
