@@ -315,3 +315,25 @@ TEST_CASE_METHOD(wide_fixture, "a model with several tables and numeric "
   CHECK(auc > best - 0.02);
   CHECK(auc <= best + 0.02);
 }
+
+TEST_CASE_METHOD(wide_fixture, "named inputs train with top-k pushes, "
+                               "staleness-aware rates and 16-bit wire") {
+  // The one sparse variable goes through the same PS paths as any other.
+  auto training = wide_model;
+  auto at = training.find("ps { shards: 3 staleness: 1 }");
+  REQUIRE(at != std::string::npos);
+  training.replace(at, 29,
+                   "ps { shards: 3 staleness: 2 scale_lr_by_staleness: true "
+                   "wire: \"bf16\" }");
+  auto job = wide_job(training);
+  at = job.find("input { stage: \"batch\" window: 2 } }");
+  REQUIRE(at != std::string::npos);
+  job.insert(at + 35, " trainer { topk_fraction: 0.5 }");
+  INFO(job);
+  auto r = run_text(sys, reg, job);
+  REQUIRE(r.ok);
+  auto auc = metric_of(r, "eval[0]", "test_auc");
+  auto best = metric_of(r, "eval[0]", "reference_auc");
+  INFO("auc " << auc << ", planted " << best);
+  CHECK(auc > best - 0.03);
+}
