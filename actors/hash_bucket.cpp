@@ -5,14 +5,18 @@
 #include <string>
 #include <vector>
 
+#include <farmhash.h>
 #include <xxhash.h>
 
 #include "actors/feature_fields.hpp"
 
 namespace af {
 
-int64_t hash_bucket_id(std::string_view s, int64_t buckets) noexcept {
-  auto h = static_cast<uint64_t>(XXH64(s.data(), s.size(), 0));
+int64_t hash_bucket_id(std::string_view s, int64_t buckets,
+                       string_hash hash) noexcept {
+  auto h = hash == string_hash::fingerprint64
+             ? static_cast<uint64_t>(util::Fingerprint64(s.data(), s.size()))
+             : static_cast<uint64_t>(XXH64(s.data(), s.size(), 0));
   return static_cast<int64_t>(h % static_cast<uint64_t>(buckets));
 }
 
@@ -33,11 +37,26 @@ std::vector<hash_feature> features_of(const topology::Stage& s) {
   return out;
 }
 
+// The `hash` setting; false if it names none.
+bool hash_of(const std::string& name, string_hash& out) {
+  if (name.empty() || name == "xxh64")
+    out = string_hash::xxh64;
+  else if (name == "fingerprint64")
+    out = string_hash::fingerprint64;
+  else
+    return false;
+  return true;
+}
+
 std::string check(const topology::Stage& s) {
   if (s.config_case() != topology::Stage::kHashBucket)
     return "needs a hash_bucket { feature { input: \"...\" buckets: N } } "
            "block";
   auto& p = s.hash_bucket();
+  if (string_hash h; !hash_of(p.hash(), h))
+    return "hash_bucket.hash must be \"xxh64\" (the default) or "
+           "\"fingerprint64\" (TensorFlow's), got \""
+           + p.hash() + "\"";
   if (p.feature().empty())
     return "hash_bucket.feature is required (one per string field to hash)";
   if (p.has_buckets() && p.buckets() <= 0)
@@ -62,8 +81,8 @@ std::string check(const topology::Stage& s) {
 
 class hash_bucket : public stage_logic {
 public:
-  explicit hash_bucket(std::vector<hash_feature> features)
-    : features_(std::move(features)) {}
+  hash_bucket(std::vector<hash_feature> features, string_hash hash)
+    : features_(std::move(features)), hash_(hash) {}
 
   void process(batch&& item, emitter& out) override {
     // Every feature reads the item as it came in: hash all, then set.
@@ -79,7 +98,7 @@ public:
       auto t = tensor::allocate(dtype::i64, {n});
       auto* dst = t.mutable_data_as<int64_t>();
       for (int64_t i = 0; i < n; ++i)
-        dst[i] = hash_bucket_id(in.string_at(i), f.buckets);
+        dst[i] = hash_bucket_id(in.string_at(i), f.buckets, hash_);
       ids.push_back(std::move(t));
     }
     for (size_t k = 0; k < features_.size(); ++k)
@@ -89,6 +108,7 @@ public:
 
 private:
   std::vector<hash_feature> features_;
+  string_hash hash_;
 };
 
 } // namespace
@@ -98,12 +118,15 @@ stage_type hash_bucket_type() {
   t.name = "hash_bucket";
   t.kind = stage_kind::transform;
   t.one_to_one = true;
-  t.description = "maps string fields to ids in [0, buckets) by xxHash";
+  t.description = "maps string fields to ids in [0, buckets) by xxHash or "
+                  "TensorFlow's FarmHash Fingerprint64";
   t.check = check;
   t.make = [](const stage_info&, const topology::Stage& s) {
     if (auto problem = check(s); !problem.empty())
       throw std::invalid_argument(problem);
-    return std::make_shared<hash_bucket>(features_of(s));
+    string_hash hash{};
+    hash_of(s.hash_bucket().hash(), hash);
+    return std::make_shared<hash_bucket>(features_of(s), hash);
   };
   return t;
 }

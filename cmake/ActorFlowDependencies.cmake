@@ -11,7 +11,7 @@
 # Output: CAF::core/io/openssl, protobuf::libprotobuf, spdlog::spdlog,
 #         Threads::Threads, ZLIB::ZLIB, OpenSSL::SSL/Crypto, and
 #         ActorFlow::dep_isal, _turbojpeg, _jpeg, _spng, _webp, _csv,
-#         _xxhash, _openblas (and
+#         _xxhash, _farmhash, _openblas (and
 #         CUDA::cudart, CUDA::cublas, ActorFlow::dep_cudnn with CUDA;
 #         ActorFlow::dep_nvjpeg with nvJPEG).
 # Sets ActorFlow_DEPS_MISSING to the names of what was not found.
@@ -36,7 +36,7 @@ endif()
 
 # Plain libraries without a CMake package of their own (Debian: libisal-dev,
 # libturbojpeg0-dev, libjpeg62-turbo-dev, libspng-dev, libwebp-dev,
-# libcsv-dev, libxxhash-dev, libopenblas-dev).
+# libcsv-dev, libxxhash-dev, libfarmhash-dev, libopenblas-dev).
 function(_af_dep_library target)
   if(TARGET ActorFlow::dep_${target})
     return()
@@ -59,6 +59,7 @@ _af_dep_library(spng spng)
 _af_dep_library(webp webp)
 _af_dep_library(csv csv)
 _af_dep_library(xxhash xxhash)
+_af_dep_library(farmhash farmhash)
 _af_dep_library(openblas openblas)
 
 if(AF_DEPS_CUDA)

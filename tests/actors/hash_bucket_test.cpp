@@ -1,7 +1,10 @@
 // hash_bucket: ids are XXH64(bytes, seed 0) mod buckets (checked against
-// the C library and against ids computed elsewhere), stay in [0, buckets),
-// replace or add fields, and refuse a field that is not one string per
-// record or is missing, and configs without buckets.
+// the C library and against ids computed elsewhere), or with hash:
+// "fingerprint64" TensorFlow's ids (checked against ids TensorFlow computed;
+// tests/interop/tf_interop.py --case hash_bucket checks 20,000 strings
+// against TensorFlow itself), stay in [0, buckets), replace or add fields,
+// and refuse a field that is not one string per record or is missing, and
+// configs without buckets or with an unknown hash.
 #include <catch2/catch.hpp>
 
 #include <set>
@@ -42,6 +45,16 @@ const std::vector<uint64_t> known_xxh64 = {
 };
 const std::vector<int64_t> known_mod_1000 = {921, 955, 249, 592, 10, 981, 476};
 const std::vector<int64_t> known_mod_7 = {6, 6, 0, 6, 0, 0, 2};
+
+// TensorFlow 2.21's ids of `known`: tf.strings.to_hash_bucket_fast(known, N)
+// for N = 1000, 7 and 2**62 (FarmHash's Fingerprint64 mod N).
+const std::vector<int64_t> tf_mod_1000 = {263, 939, 385, 11, 587, 904, 284};
+const std::vector<int64_t> tf_mod_7 = {6, 5, 1, 0, 5, 1, 0};
+const std::vector<int64_t> tf_mod_2_62 = {
+  1936946117179621455, 3694432073954588131, 2640714258260161385,
+  1769834696496558107, 2156005646011579779, 2909837915285000904,
+  3152101869897863476,
+};
 
 std::vector<int64_t> ids(const batch& b, const std::string& field) {
   auto& t = b.at(field);
@@ -118,6 +131,30 @@ TEST_CASE("hash_bucket ids are XXH64 of the bytes, seed 0, mod buckets",
   CHECK(b.fields.size() == 3);
 }
 
+TEST_CASE("hash_bucket with hash fingerprint64 gives TensorFlow's ids",
+          "[hash_bucket][input]") {
+  auto fp = string_hash::fingerprint64;
+  for (size_t i = 0; i < known.size(); ++i) {
+    CHECK(hash_bucket_id(known[i], 1000, fp) == tf_mod_1000[i]);
+    CHECK(hash_bucket_id(known[i], 7, fp) == tf_mod_7[i]);
+    CHECK(hash_bucket_id(known[i], int64_t{1} << 62, fp) == tf_mod_2_62[i]);
+  }
+  auto reg = make_registry(std::make_shared<observations>());
+  auto s = stage("s s_1000 1000; s - 7");
+  s.mutable_hash_bucket()->set_hash("fingerprint64");
+  REQUIRE(reg.find("hash_bucket")->check(s).empty());
+  collecting_emitter out;
+  reg.find("hash_bucket")->make(stage_info{}, s)->process(known_strings(), out);
+  REQUIRE(out.items.size() == 1);
+  CHECK(ids(out.items[0], "s_1000") == tf_mod_1000);
+  CHECK(ids(out.items[0], "s") == tf_mod_7);
+  // "xxh64" spelled out is the default.
+  s.mutable_hash_bucket()->set_hash("xxh64");
+  collecting_emitter out2;
+  reg.find("hash_bucket")->make(stage_info{}, s)->process(known_strings(), out2);
+  CHECK(ids(out2.items.at(0), "s_1000") == known_mod_1000);
+}
+
 TEST_CASE("hash_bucket ids stay in [0, buckets) and fill them",
           "[hash_bucket][input]") {
   std::vector<std::string> words;
@@ -192,6 +229,11 @@ TEST_CASE("hash_bucket configs need features with buckets and distinct "
   auto neg = stage("a - -");
   neg.mutable_hash_bucket()->set_buckets(-3);
   CHECK(problem(neg) == "hash_bucket.buckets must be > 0, got -3");
+  auto farm = stage("a - 5");
+  farm.mutable_hash_bucket()->set_hash("farmhash");
+  CHECK(problem(farm)
+        == "hash_bucket.hash must be \"xxh64\" (the default) or "
+           "\"fingerprint64\" (TensorFlow's), got \"farmhash\"");
   CHECK_THROWS_WITH(type.make(stage_info{}, neg),
                     "hash_bucket.buckets must be > 0, got -3");
 

@@ -32,6 +32,13 @@ Cases:
   corrupt          a flipped data byte, a bad length CRC, a bad data CRC,
                    a file cut inside its last record: TensorFlow refuses each,
                    and `actorflow inspect` must exit non-zero on each.
+  hash_bucket      TensorFlow writes 20,000 strings (random bytes, NUL
+                   included, of every length 0..300, and UTF-8 words) to a
+                   TFRecord; `actorflow run` hashes them with a hash_bucket
+                   stage (hash: "fingerprint64") into 1000, 7 and 2**62
+                   buckets and writes the ids with tfrecord_sink; every id
+                   must equal tf.strings.to_hash_bucket_fast's and
+                   tf.keras.layers.Hashing's for the same string.
 
 `actorflow inspect F --json --show all [--compression gzip]` prints one JSON
 object per record on stdout:
@@ -598,7 +605,86 @@ def case_corrupt(tf, args, workdir):
     return 0
 
 
-CASES = ("read_ours", "write_plain", "write_gzip", "write_encodings", "corrupt")
+def case_hash_bucket(tf, args, workdir):
+    rng = random.Random(22)
+    strings = ([b"", "café".encode(), b"\x00", b"\x00\xff"]
+               + [("word%d" % i).encode() for i in range(1000)]
+               + [bytes(rng.randrange(256) for _ in range(n % 301))
+                  for n in range(18996)])
+    source = os.path.join(workdir, "strings.tfrecord")
+    payloads = []
+    for i, s in enumerate(strings):
+        ex = tf.train.Example()
+        ex.features.feature["s"].bytes_list.value.append(s)
+        ex.features.feature["i"].int64_list.value.append(i)
+        payloads.append(ex.SerializeToString(deterministic=True))
+    write_records(tf, source, payloads, None)
+    buckets = {"fp_1000": 1000, "fp_7": 7, "fp_big": 2 ** 62}
+    features = "".join('feature { input: "s" output: "%s" buckets: %d } ' % kv
+                       for kv in buckets.items())
+    topology = os.path.join(workdir, "hash.pbtxt")
+    with open(topology, "w") as f:
+        f.write("""name: "hash-interop"
+stage { name: "read" type: "tfrecord_source"
+        tfrecord_source { files: "%s" records_per_item: 97 epochs: 1 } }
+stage { name: "parse" type: "example_parse" input { stage: "read" }
+        example_parse { feature { name: "s" type: "bytes" }
+                        feature { name: "i" type: "int64" } } }
+stage { name: "hash" type: "hash_bucket" input { stage: "parse" }
+        hash_bucket { hash: "fingerprint64" %s } }
+stage { name: "save" type: "tfrecord_sink" input { stage: "hash" }
+        tfrecord_sink { path: "%s" fields: ["i", "fp_1000", "fp_7", "fp_big"] } }
+""" % (source, features, os.path.join(workdir, "ids")))
+    cmd = [args.actorflow, "run", topology]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=INSPECT_TIMEOUT)
+    if proc.returncode != 0:
+        print("FAIL: `%s` exited %d: %s" % (" ".join(cmd), proc.returncode,
+              proc.stderr.decode("utf-8", "replace")[-2000:]))
+        return 1
+    got = {}
+    spec = {k: tf.io.FixedLenFeature([], tf.int64) for k in ["i"] + list(buckets)}
+    outputs = sorted(os.path.join(workdir, f) for f in os.listdir(workdir)
+                     if f.startswith("ids-") and f.endswith(".tfrecord"))
+    for rec in tf.data.TFRecordDataset(outputs):
+        ex = tf.io.parse_single_example(rec, spec)
+        i = int(ex["i"])
+        if i in got:
+            print("MISMATCH: record %d written twice" % i)
+            return 1
+        got[i] = {k: int(ex[k]) for k in buckets}
+    failures = 0
+    if sorted(got) != list(range(len(strings))):
+        print("MISMATCH: %d of %d records came back" % (len(got), len(strings)))
+        failures += 1
+    keras_hashing = None
+    try:
+        keras_hashing = tf.keras.layers.Hashing
+    except Exception as e:  # no Keras: to_hash_bucket_fast alone decides
+        print("note: tf.keras.layers.Hashing unavailable (%s)" % e)
+    for name, n in buckets.items():
+        want = tf.strings.to_hash_bucket_fast(tf.constant(strings), n).numpy()
+        if keras_hashing is not None and n < 2 ** 31:
+            via_keras = keras_hashing(num_bins=n)(tf.constant(strings)).numpy()
+            if list(via_keras.reshape(-1)) != list(want):
+                print("INTERNAL: Hashing(%d) differs from to_hash_bucket_fast" % n)
+                return 1
+        for i, s in enumerate(strings):
+            if i in got and got[i][name] != int(want[i]):
+                failures += 1
+                if failures <= MAX_REPORTED:
+                    print("MISMATCH: %s (%d buckets) of %r (length %d): actorflow %d, "
+                          "TensorFlow %d" % (name, n, s[:20], len(s), got[i][name], want[i]))
+    if failures:
+        print("FAIL: hash_bucket: %d mismatches" % failures)
+        return 1
+    print("PASS: hash_bucket: %d strings x %d bucket counts, the same ids as TensorFlow"
+          % (len(strings), len(buckets)))
+    return 0
+
+
+CASES = ("read_ours", "write_plain", "write_gzip", "write_encodings", "corrupt",
+         "hash_bucket")
 
 
 def main():
@@ -650,6 +736,8 @@ def main():
             return case_write(tf, args, workdir, "gzip")
         if args.case == "write_encodings":
             return case_write_encodings(tf, args, workdir)
+        if args.case == "hash_bucket":
+            return case_hash_bucket(tf, args, workdir)
         return case_corrupt(tf, args, workdir)
     except RuntimeError as e:
         print("FAIL: %s" % e)
