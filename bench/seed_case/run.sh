@@ -7,7 +7,13 @@
 # (bench/seed_case/tf_peer.py), on the same TFRecords, the same 2 cores,
 # the same model, batch, epochs and optimizer, ROUNDS times interleaved
 # (round 1: ActorFlow, ActorFlow with nodes, TensorFlow; round 2: ...).
-# Prints a markdown table per round and the medians of the paired ratios.
+# Round r seeds all three with r: ActorFlow's runtime.seed (its initial
+# weights and the order of its data) and the peer's --seed (its initial
+# weights; its data order is not deterministic). The final AUC moves by
+# about 0.001 from one seed to another in both systems, so the AUCs are
+# compared as means over the rounds, next to their spread.
+# Prints a markdown table per round, the medians of the paired ratios and
+# the mean AUC of each system.
 #   bench/seed_case/run.sh [ROUNDS] [EPOCHS] [DIR]
 # DIR: the data of bench/seed_case/prepare.sh (made there if missing),
 # default build/data/criteo_like. The target AUC for "time to target" is the
@@ -47,9 +53,12 @@ sed -e 's#^  ps { shards: 2 }$#  ps { shards: 2 hosts: ["ps1", "ps2"] }#' \
 grep -q 'hosts: \["ps1", "ps2"\]' "$work/nodes.pbtxt.in" && grep -q '^host { name: "ps2"' "$work/nodes.pbtxt.in" \
   || { echo "run.sh: could not place the shards on nodes" >&2; exit 1; }
 
-run_actorflow() { # NAME TOPOLOGY
+run_actorflow() { # NAME TOPOLOGY SEED
   local log=$work/$1.log
-  "$bin" run "$2" --report-json "$work/$1.json" >"$work/$1.out" 2>"$log" \
+  sed -e "s#^runtime { seed: 1 }\$#runtime { seed: $3 }#" "$2" >"$work/$1.pbtxt"
+  grep -q "^runtime { seed: $3 }\$" "$work/$1.pbtxt" \
+    || { echo "run.sh: could not set the seed" >&2; exit 1; }
+  "$bin" run "$work/$1.pbtxt" --report-json "$work/$1.json" >"$work/$1.out" 2>"$log" \
     || { tail -20 "$log" >&2; exit 1; }
   python3 - "$work/$1.json" "$log" "$target" >"$work/$1.row" <<'PY'
 import json, re, sys, datetime
@@ -77,18 +86,18 @@ run_tf() { # ROUND
   "$py" "$here/tf_peer.py" --train "$dir/train-*.tfrecord" --test "$dir/test-*.tfrecord" \
     --planted-json "$dir/planted.json" --workers 6 --ps 2 --cpus 0,1 \
     --epochs "$epochs" --batch 256 --lr 0.05 --buckets 100000 --dim 16 --hidden 256,128 \
-    --eval-every-steps 2000 --target-auc "$target" --json "$work/tf$1.json" \
+    --eval-every-steps 2000 --target-auc "$target" --seed "$1" --json "$work/tf$1.json" \
     >"$work/tf$1.out" 2>"$work/tf$1.log" || { tail -20 "$work/tf$1.log" >&2; exit 1; }
 }
 
 for r in $(seq 1 "$rounds"); do
   echo "round $r/$rounds: ActorFlow" >&2
-  run_actorflow "af$r" "$work/job.pbtxt"
+  run_actorflow "af$r" "$work/job.pbtxt" "$r"
   echo "round $r/$rounds: ActorFlow, shards on 2 nodes" >&2
   start_node ps1
   start_node ps2
   sed -e "s#PORT1#${port[ps1]}#" -e "s#PORT2#${port[ps2]}#" "$work/nodes.pbtxt.in" >"$work/nodes.pbtxt"
-  run_actorflow "afn$r" "$work/nodes.pbtxt"
+  run_actorflow "afn$r" "$work/nodes.pbtxt" "$r"
   stop_nodes
   echo "round $r/$rounds: TensorFlow ParameterServerStrategy" >&2
   run_tf "$r"
@@ -99,9 +108,10 @@ import json, statistics, sys
 work, rounds, target, planted, epochs = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 fmt = lambda v, f="%.1f": "-" if v is None else f % v
 print(f"Planted model's test AUC {float(planted):.4f}; target AUC {target}; {epochs} epoch(s); 2 cores.\n")
-print("| round | system | samples/s | training wall s | final AUC | time to target s | trainers busy | input wait |")
+print("| round (= seed) | system | samples/s | training wall s | final AUC | time to target s | trainers busy | input wait |")
 print("|---|---|---|---|---|---|---|---|")
 ratios, node_ratios = [], []
+aucs = {"ActorFlow": [], "ActorFlow, shards on 2 nodes": [], "TF PS strategy": []}
 for r in range(1, rounds + 1):
     a = json.load(open(f"{work}/af{r}.row"))
     n = json.load(open(f"{work}/afn{r}.row"))
@@ -117,6 +127,15 @@ for r in range(1, rounds + 1):
     wait = sum(x["input_wait_s"] for x in w) / span
     print(f"| {r} | TF PS strategy | {t['samples_per_s']:.0f} | {t['wall_s']:.1f} (+{t['startup_s']:.0f} startup) | {t['final_auc']:.4f} | {fmt(t.get('time_to_target_s'))} | {busy:.2f} | {wait:.2f} |")
     ratios.append(a["samples_per_s"] / t["samples_per_s"])
+    for name, auc in (("ActorFlow", a["final_auc"]), ("ActorFlow, shards on 2 nodes", n["final_auc"]),
+                      ("TF PS strategy", t["final_auc"])):
+        aucs[name].append(auc)
 print(f"\nActorFlow / TensorFlow samples/s per round: {', '.join('%.2f' % x for x in ratios)}; median {statistics.median(ratios):.2f}")
 print(f"ActorFlow with shards on nodes / TensorFlow: {', '.join('%.2f' % x for x in node_ratios)}; median {statistics.median(node_ratios):.2f}")
+print("\n| system | mean final AUC | min | max |\n|---|---|---|---|")
+for name, v in aucs.items():
+    print(f"| {name} | {statistics.mean(v):.4f} | {min(v):.4f} | {max(v):.4f} |")
+for name in ("ActorFlow", "ActorFlow, shards on 2 nodes"):
+    d = [x - t for x, t in zip(aucs[name], aucs["TF PS strategy"])]
+    print(f"{name} - TensorFlow, final AUC per round (same seed): {', '.join('%+.4f' % x for x in d)}; mean {statistics.mean(d):+.4f}")
 PY
