@@ -29,18 +29,28 @@ std::string sanitized(const std::string& s) {
 prometheus_name prometheus_name_of(const std::string& tag) {
   auto first = tag.find('/');
   if (first == std::string::npos)
-    return {"actorflow_" + sanitized(tag), ""};
+    return {"actorflow_" + sanitized(tag), "", ""};
   auto head = tag.substr(0, first);
   auto rest = tag.substr(first + 1);
   if (head == "job")
-    return {"actorflow_job_" + sanitized(rest), ""};
+    return {"actorflow_job_" + sanitized(rest), "", ""};
   if (head == "stage") {
     auto second = rest.find('/');
-    if (second != std::string::npos)
-      return {"actorflow_stage_" + sanitized(rest.substr(second + 1)),
-              rest.substr(0, second)};
+    if (second != std::string::npos) {
+      auto stage = rest.substr(0, second);
+      auto metric = sanitized(rest.substr(second + 1));
+      // "name[r]": one replica's figures (progress_scalars)
+      auto open = stage.find('[');
+      if (open != std::string::npos && open > 0 && stage.back() == ']'
+          && open + 2 < stage.size()
+          && stage.find_first_not_of("0123456789", open + 1)
+               == stage.size() - 1)
+        return {"actorflow_replica_" + metric, stage.substr(0, open),
+                stage.substr(open + 1, stage.size() - open - 2)};
+      return {"actorflow_stage_" + metric, stage, ""};
+    }
   }
-  return {"actorflow_" + sanitized(rest), head};
+  return {"actorflow_" + sanitized(rest), head, ""};
 }
 
 // The gauges of the last update, and the HTTP server on its own thread.
@@ -106,10 +116,12 @@ void metrics_endpoint::update(int64_t step, const std::vector<metric>& values) {
     prometheus::ClientMetric m;
     if (!n.stage.empty())
       m.label.push_back({"stage", n.stage});
+    if (!n.replica.empty())
+      m.label.push_back({"replica", n.replica});
     m.gauge.value = v;
     f.metric.push_back(std::move(m));
   };
-  add({"actorflow_step", ""}, static_cast<double>(step));
+  add({"actorflow_step", "", ""}, static_cast<double>(step));
   for (auto& m : values)
     add(prometheus_name_of(m.name), m.value);
   std::vector<prometheus::MetricFamily> out;

@@ -13,13 +13,17 @@
 
 namespace af::cli {
 
-/// Scalar tag -> Prometheus name and stage label:
-///   "stage/<s>/<m>" -> actorflow_stage_<m>{stage="<s>"}
-///   "job/<m>"       -> actorflow_job_<m>
-///   "<s>/<m>"       -> actorflow_<m>{stage="<s>"}
+/// Scalar tag -> Prometheus name and labels:
+///   "stage/<s>/<m>"      -> actorflow_stage_<m>{stage="<s>"}
+///   "stage/<s>[<r>]/<m>" -> actorflow_replica_<m>{stage="<s>",replica="<r>"}
+///                           (one replica's share; its own name, so that
+///                           summing actorflow_stage_<m> over stages does
+///                           not count the stage twice)
+///   "job/<m>"            -> actorflow_job_<m>
+///   "<s>/<m>"            -> actorflow_<m>{stage="<s>"}
 /// Characters Prometheus does not allow in a name become '_'.
 struct prometheus_name {
-  std::string name, stage;
+  std::string name, stage, replica; // replica: empty when not a replica's
 };
 prometheus_name prometheus_name_of(const std::string& tag);
 

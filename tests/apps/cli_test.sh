@@ -400,6 +400,19 @@ PY
         grep -q -- "$m" "$tmp/$f" || { cat "$tmp/$f"; fail "$f lacks $m"; }
       done
     done
+    # Each trainer replica's utilization under its own name, with a
+    # replica label: summing actorflow_stage_busy over stages must not
+    # count the trainers twice (a stage="train[0]" series once did).
+    for r in 0 1; do
+      for g in busy param_wait input_wait; do
+        grep -q "^actorflow_replica_$g{stage=\"train\",replica=\"$r\"} [0-9.e+-]\+\$" "$tmp/scrape2" \
+          || { cat "$tmp/scrape2"; fail "scrape2 lacks actorflow_replica_$g of train replica $r"; }
+      done
+    done
+    ! grep -q 'stage="[^"]*\[' "$tmp/scrape1" "$tmp/scrape2" \
+      || { grep 'stage="[^"]*\[' "$tmp/scrape1" "$tmp/scrape2"; fail "a replica's figure under a stage label"; }
+    [ "$(grep -c '^actorflow_stage_busy{' "$tmp/scrape2")" -eq "$(grep -c '^actorflow_stage_replicas{' "$tmp/scrape2")" ] \
+      || { grep '^actorflow_stage_busy{\|^actorflow_stage_replicas{' "$tmp/scrape2"; fail "actorflow_stage_busy is not one series per stage"; }
     s1=$(sed -n 's/^actorflow_step //p' "$tmp/scrape1")
     s2=$(sed -n 's/^actorflow_step //p' "$tmp/scrape2")
     awk -v a="$s1" -v b="$s2" 'BEGIN { exit !(b > a && a > 0) }' \
