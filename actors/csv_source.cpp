@@ -1,6 +1,5 @@
 #include "actors/csv_source.hpp"
 
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
@@ -24,21 +23,6 @@ struct column {
   bool has_default = false;
   std::string default_value; // what an empty cell reads as (has_default)
 };
-
-bool parse_int(const std::string& s, int64_t& out) {
-  auto* end = s.data() + s.size();
-  auto [p, ec] = std::from_chars(s.data(), end, out);
-  return ec == std::errc{} && p == end && !s.empty();
-}
-
-bool parse_float(const std::string& s, float& out) {
-  if (s.empty())
-    return false;
-  char* end = nullptr;
-  errno = 0;
-  out = std::strtof(s.c_str(), &end);
-  return end == s.c_str() + s.size() && errno != ERANGE;
-}
 
 struct csv_config : file_source_config {
   std::vector<std::string> patterns; // paths or glob patterns; required
@@ -223,14 +207,14 @@ private:
       if (c.type == column_type::int64) {
         auto t = tensor::allocate(dtype::i64, {n});
         for (int64_t i = 0; i < n; ++i)
-          parse_int(cells[k][static_cast<size_t>(i)],
-                    t.mutable_data_as<int64_t>()[i]);
+          parse_csv_int64(cells[k][static_cast<size_t>(i)],
+                          t.mutable_data_as<int64_t>()[i]);
         b.set(c.name, std::move(t));
       } else if (c.type == column_type::float32) {
         auto t = tensor::allocate(dtype::f32, {n});
         for (int64_t i = 0; i < n; ++i)
-          parse_float(cells[k][static_cast<size_t>(i)],
-                      t.mutable_data_as<float>()[i]);
+          parse_csv_float(cells[k][static_cast<size_t>(i)],
+                          t.mutable_data_as<float>()[i]);
         b.set(c.name, std::move(t));
       } else {
         std::vector<std::string_view> views(cells[k].begin(), cells[k].end());
@@ -269,9 +253,9 @@ private:
       auto& v = row[c.position];
       int64_t i;
       float f;
-      if (c.type == column_type::int64 && !parse_int(v, i))
+      if (c.type == column_type::int64 && !parse_csv_int64(v, i))
         return "column '" + c.name + "': '" + v + "' is not an int64";
-      if (c.type == column_type::float32 && !parse_float(v, f))
+      if (c.type == column_type::float32 && !parse_csv_float(v, f))
         return "column '" + c.name + "': '" + v + "' is not a float";
     }
     return {};
@@ -314,8 +298,9 @@ std::string check(const topology::Stage& s) {
     int64_t i;
     float f;
     if (c.has_default_value()
-        && ((c.type() == "int64" && !parse_int(c.default_value(), i))
-            || (c.type() == "float" && !parse_float(c.default_value(), f))))
+        && ((c.type() == "int64" && !parse_csv_int64(c.default_value(), i))
+            || (c.type() == "float"
+                && !parse_csv_float(c.default_value(), f))))
       return "csv_source column '" + c.name() + "': default_value '"
              + c.default_value() + "' is not "
              + (c.type() == "int64" ? "an int64" : "a float");

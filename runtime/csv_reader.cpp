@@ -1,6 +1,8 @@
 #include "runtime/csv_reader.hpp"
 
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include <csv.h>
@@ -105,6 +107,34 @@ bool csv_reader::next(std::vector<std::string>& fields, int64_t& line) {
   fields = std::move(impl_->rows.front().first);
   line = impl_->rows.front().second;
   impl_->rows.pop_front();
+  return true;
+}
+
+bool parse_csv_int64(const std::string& cell, int64_t& out) {
+  if (cell.empty())
+    return false;
+  char* end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(cell.c_str(), &end, 10);
+  if (end != cell.c_str() + cell.size() || end == cell.c_str()
+      || errno == ERANGE)
+    return false;
+  out = static_cast<int64_t>(x);
+  return true;
+}
+
+bool parse_csv_float(const std::string& cell, float& out) {
+  if (cell.empty())
+    return false;
+  char* end = nullptr;
+  errno = 0;
+  float x = std::strtof(cell.c_str(), &end);
+  if (end != cell.c_str() + cell.size() || end == cell.c_str())
+    return false;
+  // ERANGE: overflow (HUGE_VALF) is refused; underflow is the rounded value.
+  if (errno == ERANGE && std::isinf(x))
+    return false;
+  out = x;
   return true;
 }
 

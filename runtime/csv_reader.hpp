@@ -36,4 +36,14 @@ private:
   std::string error_;
 };
 
+/// A CSV cell as a number, read the same way wherever ActorFlow reads CSV
+/// (csv_source and `actorflow convert csv`): strtoll in base 10 for int64,
+/// strtof for float (both skip leading whitespace and take a sign). False
+/// when the cell is empty, has anything after the number, or is out of
+/// range: an int64 beyond 64 bits, or a float whose magnitude is too large
+/// for a float (one too small for a normal float reads as strtof rounds
+/// it, down to 0).
+bool parse_csv_int64(const std::string& cell, int64_t& out);
+bool parse_csv_float(const std::string& cell, float& out);
+
 } // namespace af

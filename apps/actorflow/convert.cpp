@@ -1,7 +1,6 @@
 #include "apps/actorflow/convert.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <chrono>
 #include <cstdio>
@@ -301,16 +300,14 @@ bool parse_csv_column(const std::string& spec, csv_column& c) {
 std::string add_csv_cell(const csv_column& c, const std::string& v,
                          tf::Features& feats) {
   auto& feature = (*feats.mutable_feature())[c.name];
-  char* end = nullptr;
-  errno = 0;
   if (c.type == "int64") {
-    auto x = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || errno == ERANGE)
+    int64_t x = 0;
+    if (!parse_csv_int64(v, x))
       return "column '" + c.name + "': '" + v + "' is not an int64";
     feature.mutable_int64_list()->add_value(x);
   } else if (c.type == "float") {
-    auto x = std::strtof(v.c_str(), &end);
-    if (v.empty() || *end != '\0' || errno == ERANGE)
+    float x = 0;
+    if (!parse_csv_float(v, x))
       return "column '" + c.name + "': '" + v + "' is not a float";
     feature.mutable_float_list()->add_value(x);
   } else {

@@ -4,9 +4,11 @@
 // does not parse as its column's type is refused when the topology loads.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "runtime/csv_reader.hpp"
 #include "tests/support/harness.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -108,4 +110,61 @@ TEST_CASE("csv_source refuses a default_value that does not parse, naming "
                              "not a float"));
   CHECK(problem(column("float", "-1e3")).empty());
   CHECK(problem(column("string", "")).empty());
+}
+
+// One reading of numbers for csv_source and `actorflow convert csv` (they
+// once differed: convert took "+5" as an int64, csv_source did not).
+TEST_CASE("a CSV cell reads as a number the same way everywhere",
+          "[csv][input]") {
+  int64_t i = 0;
+  CHECK(parse_csv_int64("-12", i));
+  CHECK(i == -12);
+  CHECK(parse_csv_int64("+5", i));
+  CHECK(i == 5);
+  CHECK(parse_csv_int64("9223372036854775807", i));
+  CHECK(i == INT64_MAX);
+  CHECK_FALSE(parse_csv_int64("9223372036854775808", i)); // beyond 64 bits
+  CHECK_FALSE(parse_csv_int64("", i));
+  CHECK_FALSE(parse_csv_int64("+", i));
+  CHECK_FALSE(parse_csv_int64("1.5", i));
+  CHECK_FALSE(parse_csv_int64("12 ", i));
+  CHECK_FALSE(parse_csv_int64("0x10", i));
+  float f = 0;
+  CHECK(parse_csv_float("+2.5", f));
+  CHECK(f == 2.5f);
+  CHECK(parse_csv_float("-1e3", f));
+  CHECK(f == -1000.0f);
+  CHECK(parse_csv_float("1e-40", f)); // below normal floats: rounded
+  CHECK(f > 0.0f);
+  CHECK(f < 1e-37f);
+  CHECK(parse_csv_float("1e-50", f)); // rounds to 0
+  CHECK(f == 0.0f);
+  CHECK_FALSE(parse_csv_float("1e39", f)); // beyond float
+  CHECK_FALSE(parse_csv_float("", f));
+  CHECK_FALSE(parse_csv_float("2.5x", f));
+  CHECK_FALSE(parse_csv_float("-", f));
+}
+
+TEST_CASE_METHOD(fixture, "csv_source reads signed and tiny numbers, and "
+                          "refuses one beyond float naming its line",
+                 "[csv][input]") {
+  temp_dir dir;
+  dir.write("n.csv", "i,f\n+5,1e-40\n-3,+0.25\n");
+  auto columns = R"(
+    column { name: "i" type: "int64" }
+    column { name: "f" type: "float" })";
+  auto r = run_text(sys, reg, csv_job(dir.file("n.csv"), columns));
+  REQUIRE(r.ok);
+  auto& b = obs->collected.at(0);
+  REQUIRE(b.records() == 2);
+  CHECK(b.at("i").data_as<int64_t>()[0] == 5);
+  CHECK(b.at("i").data_as<int64_t>()[1] == -3);
+  CHECK(b.at("f").data_as<float>()[0] > 0.0f);
+  CHECK(b.at("f").data_as<float>()[1] == 0.25f);
+  obs->collected.clear();
+  dir.write("big.csv", "i,f\n1,2\n2,3e40\n");
+  auto bad = run_text(sys, reg, csv_job(dir.file("big.csv"), columns));
+  REQUIRE_FALSE(bad.ok);
+  CHECK_THAT(bad.error, Catch::Contains("big.csv:3: column 'f': '3e40' is "
+                                        "not a float"));
 }
