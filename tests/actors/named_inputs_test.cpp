@@ -163,15 +163,6 @@ std::string errors_of(const registry& reg, const std::string& training) {
   return all;
 }
 
-double metric_of(const run_result& r, const std::string& label,
-                 const std::string& name) {
-  for (auto& m : stats_of(r, label).metrics)
-    if (m.name == name)
-      return m.value;
-  FAIL("replica " << label << " reports no metric " << name);
-  return 0;
-}
-
 } // namespace
 
 TEST_CASE_METHOD(wide_fixture, "named inputs make one table of all tables, "

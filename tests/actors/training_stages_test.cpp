@@ -141,15 +141,6 @@ const std::string mlp = R"(
   optimizer { type: "momentum" learning_rate: 0.05 }
   ps { shards: 2 })";
 
-double metric_of(const run_result& r, const std::string& label,
-                 const std::string& name) {
-  for (auto& m : stats_of(r, label).metrics)
-    if (m.name == name)
-      return m.value;
-  FAIL("replica " << label << " reports no metric " << name);
-  return 0;
-}
-
 // The errors of the blob job with `trainer` options, which must not load.
 std::string validation_errors(const registry& reg,
                               const std::string& trainer) {

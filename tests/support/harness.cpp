@@ -184,6 +184,15 @@ const stage_stats& stats_of(const run_result& r, const std::string& label) {
   throw std::logic_error("unreachable");
 }
 
+double metric_of(const run_result& r, const std::string& label,
+                 const std::string& name) {
+  for (auto& m : stats_of(r, label).metrics)
+    if (m.name == name)
+      return m.value;
+  FAIL("replica " << label << " reports no metric " << name);
+  throw std::logic_error("unreachable");
+}
+
 uint64_t rss_bytes() {
   std::ifstream in{"/proc/self/statm"};
   uint64_t size = 0, resident = 0;

@@ -75,6 +75,10 @@ run_result run_text(caf::actor_system& sys, const registry& reg,
 /// The stats of replica `label` ("sink[0]") in `r`; REQUIREs that it exists.
 const stage_stats& stats_of(const run_result& r, const std::string& label);
 
+/// Metric `name` of replica `label` in `r`; FAILs the test if it has none.
+double metric_of(const run_result& r, const std::string& label,
+                 const std::string& name);
+
 /// Collects what a stage pushes, for tests that drive a stage_logic
 /// directly.
 struct collecting_emitter : emitter {
