@@ -11,10 +11,16 @@
 # weights and the order of its data) and the peer's --seed (its initial
 # weights; its data order is not deterministic). The final AUC moves by
 # about 0.001 from one seed to another in both systems, so the AUCs are
-# compared as means over the rounds, next to their spread.
-# Prints a markdown table per round, the medians of the paired ratios and
-# the mean AUC of each system.
+# compared as means over the rounds, next to their spread. A seed is not
+# the same draw on both sides (each system turns it into its own initial
+# weights), so the AUCs are compared unpaired: the difference of the means
+# and its standard error, sqrt(var_a/n_a + var_b/n_b) with the sample
+# variances over the rounds.
+# Prints a markdown table per round, the medians of the paired speed
+# ratios, and the mean AUC of each system with that difference.
 #   bench/seed_case/run.sh [ROUNDS] [EPOCHS] [DIR]
+# AF_SEED_CASE_NODES=0 leaves out the runs with the shards on nodes (a
+# round then takes the ActorFlow run and the TensorFlow run).
 # DIR: the data of bench/seed_case/prepare.sh (made there if missing),
 # default build/data/criteo_like. The target AUC for "time to target" is the
 # planted model's test AUC minus 0.02 (AF_TARGET_AUC overrides it).
@@ -32,6 +38,9 @@ py=${AF_TF_PYTHON:-$root/build/venv/bin/python}
 rounds=${1:-2}
 epochs=${2:-1}
 dir=${3:-$root/build/data/criteo_like}
+nodes=${AF_SEED_CASE_NODES:-1}
+case $nodes in 0|1) ;; *) echo "run.sh: AF_SEED_CASE_NODES must be 0 or 1, not '$nodes'" >&2; exit 2;; esac
+case $rounds in ''|*[!0-9]*|0) echo "run.sh: ROUNDS must be a positive integer, not '$rounds'" >&2; exit 2;; esac
 "$here/prepare.sh" "$dir"
 "$py" -c 'import tensorflow' 2>/dev/null \
   || { echo "run.sh: TensorFlow is missing in $py (scripts/setup installs it)" >&2; exit 2; }
@@ -93,19 +102,22 @@ run_tf() { # ROUND
 for r in $(seq 1 "$rounds"); do
   echo "round $r/$rounds: ActorFlow" >&2
   run_actorflow "af$r" "$work/job.pbtxt" "$r"
-  echo "round $r/$rounds: ActorFlow, shards on 2 nodes" >&2
-  start_node ps1
-  start_node ps2
-  sed -e "s#PORT1#${port[ps1]}#" -e "s#PORT2#${port[ps2]}#" "$work/nodes.pbtxt.in" >"$work/nodes.pbtxt"
-  run_actorflow "afn$r" "$work/nodes.pbtxt" "$r"
-  stop_nodes
+  if [ "$nodes" = 1 ]; then
+    echo "round $r/$rounds: ActorFlow, shards on 2 nodes" >&2
+    start_node ps1
+    start_node ps2
+    sed -e "s#PORT1#${port[ps1]}#" -e "s#PORT2#${port[ps2]}#" "$work/nodes.pbtxt.in" >"$work/nodes.pbtxt"
+    run_actorflow "afn$r" "$work/nodes.pbtxt" "$r"
+    stop_nodes
+  fi
   echo "round $r/$rounds: TensorFlow ParameterServerStrategy" >&2
   run_tf "$r"
 done
 
-python3 - "$work" "$rounds" "$target" "$planted" "$epochs" <<'PY'
-import json, statistics, sys
+python3 - "$work" "$rounds" "$target" "$planted" "$epochs" "$nodes" <<'PY'
+import json, math, os, statistics, sys
 work, rounds, target, planted, epochs = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+nodes = sys.argv[6] == "1"
 fmt = lambda v, f="%.1f": "-" if v is None else f % v
 print(f"Planted model's test AUC {float(planted):.4f}; target AUC {target}; {epochs} epoch(s); 2 cores.\n")
 print("| round (= seed) | system | samples/s | training wall s | final AUC | time to target s | trainers busy | input wait |")
@@ -114,11 +126,13 @@ ratios, node_ratios = [], []
 aucs = {"ActorFlow": [], "ActorFlow, shards on 2 nodes": [], "TF PS strategy": []}
 for r in range(1, rounds + 1):
     a = json.load(open(f"{work}/af{r}.row"))
-    n = json.load(open(f"{work}/afn{r}.row"))
     t = json.load(open(f"{work}/tf{r}.json"))
     print(f"| {r} | ActorFlow | {a['samples_per_s']:.0f} | {a['wall_s']:.1f} | {a['final_auc']:.4f} | {fmt(a['time_to_target_s'])} | {a['busy']:.2f} | {a['input_wait']:.2f} |")
-    print(f"| {r} | ActorFlow, shards on 2 nodes | {n['samples_per_s']:.0f} | {n['wall_s']:.1f} | {n['final_auc']:.4f} | {fmt(n['time_to_target_s'])} | {n['busy']:.2f} | {n['input_wait']:.2f} |")
-    node_ratios.append(n["samples_per_s"] / t["samples_per_s"])
+    if nodes:
+        n = json.load(open(f"{work}/afn{r}.row"))
+        print(f"| {r} | ActorFlow, shards on 2 nodes | {n['samples_per_s']:.0f} | {n['wall_s']:.1f} | {n['final_auc']:.4f} | {fmt(n['time_to_target_s'])} | {n['busy']:.2f} | {n['input_wait']:.2f} |")
+        node_ratios.append(n["samples_per_s"] / t["samples_per_s"])
+        aucs["ActorFlow, shards on 2 nodes"].append(n["final_auc"])
     # The workers' shares of the training wall time, as ActorFlow's are of
     # each trainer's time: in steps, and blocked on an empty prefetch buffer.
     w = t["per_worker"]
@@ -127,15 +141,22 @@ for r in range(1, rounds + 1):
     wait = sum(x["input_wait_s"] for x in w) / span
     print(f"| {r} | TF PS strategy | {t['samples_per_s']:.0f} | {t['wall_s']:.1f} (+{t['startup_s']:.0f} startup) | {t['final_auc']:.4f} | {fmt(t.get('time_to_target_s'))} | {busy:.2f} | {wait:.2f} |")
     ratios.append(a["samples_per_s"] / t["samples_per_s"])
-    for name, auc in (("ActorFlow", a["final_auc"]), ("ActorFlow, shards on 2 nodes", n["final_auc"]),
-                      ("TF PS strategy", t["final_auc"])):
-        aucs[name].append(auc)
+    aucs["ActorFlow"].append(a["final_auc"])
+    aucs["TF PS strategy"].append(t["final_auc"])
 print(f"\nActorFlow / TensorFlow samples/s per round: {', '.join('%.2f' % x for x in ratios)}; median {statistics.median(ratios):.2f}")
-print(f"ActorFlow with shards on nodes / TensorFlow: {', '.join('%.2f' % x for x in node_ratios)}; median {statistics.median(node_ratios):.2f}")
-print("\n| system | mean final AUC | min | max |\n|---|---|---|---|")
+if nodes:
+    print(f"ActorFlow with shards on nodes / TensorFlow: {', '.join('%.2f' % x for x in node_ratios)}; median {statistics.median(node_ratios):.2f}")
+else:
+    del aucs["ActorFlow, shards on 2 nodes"]
+sd = lambda v: statistics.stdev(v) if len(v) > 1 else float("nan")
+print("\n| system | rounds | mean final AUC | standard deviation | min | max |\n|---|---|---|---|---|---|")
 for name, v in aucs.items():
-    print(f"| {name} | {statistics.mean(v):.4f} | {min(v):.4f} | {max(v):.4f} |")
-for name in ("ActorFlow", "ActorFlow, shards on 2 nodes"):
-    d = [x - t for x, t in zip(aucs[name], aucs["TF PS strategy"])]
-    print(f"{name} - TensorFlow, final AUC per round (same seed): {', '.join('%+.4f' % x for x in d)}; mean {statistics.mean(d):+.4f}")
+    print(f"| {name} | {len(v)} | {statistics.mean(v):.4f} | {sd(v):.4f} | {min(v):.4f} | {max(v):.4f} |")
+tf = aucs["TF PS strategy"]
+for name in [k for k in aucs if k != "TF PS strategy"]:
+    v = aucs[name]
+    diff = statistics.mean(v) - statistics.mean(tf)
+    se = math.sqrt(sd(v) ** 2 / len(v) + sd(tf) ** 2 / len(tf))
+    print(f"{name} - TensorFlow, mean final AUC: {diff:+.4f}, standard error {se:.4f} "
+          f"({'n/a' if se != se or se == 0 else '%+.1f' % (diff / se)} standard errors)")
 PY
