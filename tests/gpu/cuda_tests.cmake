@@ -7,9 +7,8 @@ if(_af_have_cuda)
   add_executable(cuda_device_test
     cuda_device_test.cpp
     cuda_precision_test.cpp
-    ../support/main.cpp
   )
-  target_link_libraries(cuda_device_test PRIVATE af_gpu Catch2::Catch2
+  target_link_libraries(cuda_device_test PRIVATE af_gpu af_catch_main
                         af_warnings)
   # ASan's shadow-gap guard takes address space the CUDA driver maps;
   # without protect_shadow_gap=0 a sanitized binary sees no GPU. The driver
