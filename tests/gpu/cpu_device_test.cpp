@@ -41,7 +41,7 @@ TEST_CASE("precision names parse, and the cpu device takes fp32 only",
   }
 }
 
-TEST_CASE("hwc_to_chw moves every value of [h, w, c] to [c, h, w]",
+TEST_CASE("hwc_to_chw moves every value of an h x w x c image to c x h x w",
           "[device]") {
   auto dev = make_cpu_device();
   CHECK(dev->ordinal() == -1);

@@ -15,7 +15,7 @@ if(_af_have_cuda)
   # keeps allocations to process exit, which LeakSanitizer would report.
   # One variable only: Catch2's discovery splits a ';' in a property value
   # into further properties (and would drop those after it).
-  catch_discover_tests(cuda_device_test
+  catch_discover_tests(cuda_device_test EXTRA_ARGS -w NoTests
     PROPERTIES
       LABELS gpu
       SKIP_REGULAR_EXPRESSION "SKIP:"

@@ -106,7 +106,7 @@ TEST_CASE("a tensor over a block outlives the sender's region", "[data_shm]") {
   CHECK(std::memcmp(t.data(), blocks[0].data(), 8192) == 0);
 }
 
-TEST_CASE("a region that is full takes nothing; given-back blocks are used "
+TEST_CASE("a region that is full takes nothing, and given-back blocks are used "
           "again",
           "[data_shm]") {
   pair_fixture p; // 1 MiB
