@@ -115,7 +115,7 @@ for r in $(seq 1 "$rounds"); do
 done
 
 python3 - "$work" "$rounds" "$target" "$planted" "$epochs" "$nodes" <<'PY'
-import json, math, os, statistics, sys
+import json, math, statistics, sys
 work, rounds, target, planted, epochs = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 nodes = sys.argv[6] == "1"
 fmt = lambda v, f="%.1f": "-" if v is None else f % v
