@@ -128,7 +128,10 @@ std::vector<metric> progress_scalars::next(const job_progress& p,
     if (it == s.metrics.end())
       continue;
     auto& before = last_replica_[s.stage];
-    replica_totals now{s.busy_s, s.wait_input_s, s.wait_credit_s, it->value};
+    auto slot = std::find_if(s.metrics.begin(), s.metrics.end(),
+                             [](auto& m) { return m.name == "wait_slot_s"; });
+    replica_totals now{s.busy_s, s.wait_input_s, s.wait_credit_s, it->value,
+                       slot == s.metrics.end() ? 0.0 : slot->value};
     auto span = (now.busy_s - before.busy_s) + (now.input_s - before.input_s)
                 + (now.credit_s - before.credit_s);
     if (span > 0) {
@@ -138,6 +141,9 @@ std::vector<metric> progress_scalars::next(const job_progress& p,
                      std::max(0.0, now.params_s - before.params_s) / span});
       out.push_back({prefix + "input_wait",
                      (now.input_s - before.input_s) / span});
+      if (slot != s.metrics.end()) // trainer { concurrent_steps }
+        out.push_back({prefix + "slot_wait",
+                       std::max(0.0, now.slot_s - before.slot_s) / span});
     }
     before = now;
   }

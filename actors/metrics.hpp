@@ -37,6 +37,9 @@ uint64_t network_bytes_of(const job_progress& p);
 ///                                  staleness_max the largest, the others
 ///                                  (loss, test_accuracy...) the mean
 ///   job/records_per_s, job/bytes_per_s   at the sinks
+///   stage/<trainer>[<r>]/busy, param_wait, input_wait, slot_wait
+///                                  each trainer replica's shares of its
+///                                  time (slot_wait with concurrent_steps)
 ///   job/network_bytes, job/network_bytes_per_s   network_bytes_of()
 ///   job/coordinator_bytes          job_progress::coordinator_bytes
 /// Rates cover the time since the previous snapshot. The step is the
@@ -66,7 +69,8 @@ private:
   uint64_t last_records_ = 0, last_bytes_ = 0, last_network_ = 0;
   std::map<std::string, totals> last_; // by stage
   struct replica_totals {
-    double busy_s = 0, input_s = 0, credit_s = 0, params_s = 0;
+    double busy_s = 0, input_s = 0, credit_s = 0, params_s = 0,
+           slot_s = 0;
   };
   std::map<std::string, replica_totals> last_replica_; // trainers, by label
   std::set<std::string> event_tags_;   // written by events() only

@@ -7,10 +7,13 @@
 #include <string>
 #include <vector>
 
+#include <caf/node_id.hpp>
 #include <spdlog/spdlog.h>
 
 #include "actors/host_batch.hpp"
 #include "actors/record_id_log.hpp"
+#include "actors/step_slots.hpp"
+#include "actors/step_timing.hpp"
 #include "actors/training_spec.hpp"
 #include "gpu/cpu_threads.hpp"
 #include "runtime/ps_client.hpp"
@@ -21,8 +24,6 @@
 namespace af {
 
 namespace {
-
-using clock_type = std::chrono::steady_clock;
 
 struct trainer_config {
   std::string device = "cpu"; // "cpu", "cuda" or "cuda:N"
@@ -37,6 +38,7 @@ struct trainer_config {
   std::string record_id_field = "index"; // the batch field of their ids
   std::string precision = "fp32"; // "fp32", "tf32" or "bf16"
   int64_t timing_every = 10; // time every this many steps; 0: never
+  int64_t concurrent_steps = 0; // replicas stepping at once per process; 0: all
 
   // The device replica `replica` trains on.
   const std::string& device_of(int64_t replica) const {
@@ -68,47 +70,8 @@ trainer_config config_of(const topology::Stage& s) {
     c.precision = p.precision();
   if (p.has_timing_every_steps())
     c.timing_every = p.timing_every_steps();
+  c.concurrent_steps = p.concurrent_steps();
   return c;
-}
-
-double seconds_since(clock_type::time_point t) {
-  return std::chrono::duration<double>(clock_type::now() - t).count();
-}
-
-// The step-time breakdown (trainer { timing_every_steps }): sums over the
-// timed steps, in seconds. Host clocks for the phases the trainer runs,
-// the device's own times (CUDA events on a GPU) for its work.
-struct step_timing {
-  uint64_t steps = 0;
-  double step = 0;       // the whole step, from the batch's arrival on
-  double prepare = 0;    // the batch into pinned memory
-  double pull = 0;       // waiting for parameters, and their upload
-  double input_wait = 0; // waiting for the batch's upload to finish
-  double compute = 0;    // forward and backward, on the host's clock
-  double push = 0;       // gradients downloaded, sent (and the last push's
-                         // acknowledgements waited for)
-  gpu::device_times device;
-
-  void add(const gpu::device_times& t) {
-    device.input_upload += t.input_upload;
-    device.param_upload += t.param_upload;
-    device.download += t.download;
-    device.compute += t.compute;
-  }
-};
-
-// Runs a phase of a timed step, adding its host time to `sum`.
-template <class F>
-auto host_timed(bool on, double& sum, F&& f) {
-  if (!on)
-    return f();
-  auto from = clock_type::now();
-  struct add_on_exit {
-    double& sum;
-    clock_type::time_point from;
-    ~add_on_exit() { sum += seconds_since(from); }
-  } guard{sum, from};
-  return f();
 }
 
 // A batch staged on the device: the host copy (pinned on CUDA) and the
@@ -144,6 +107,16 @@ public:
                                           spec_.params, info.replica,
                                           info.context->coordinator);
     client_->set_wire(spec_.wire);
+    // The stage's replicas in this process share the slots (the job's
+    // coordinator tells this job's stage from another job's).
+    if (cfg_.concurrent_steps > 0) {
+      auto& job = info.context->coordinator;
+      auto key = job ? caf::to_string(job.node()) + "#"
+                         + std::to_string(job.id())
+                     : std::string{};
+      step_slots_ = step_slots::shared(key + "/" + info.name,
+                                       cfg_.concurrent_steps);
+    }
     // Registered before any data flows, so that the shards count this
     // worker from the first clock on (and notice if it dies early). A
     // trainer respawned for a lost one goes on with that worker's clock
@@ -285,10 +258,12 @@ public:
     out.push_back({"staleness_max", static_cast<double>(staleness_max_)});
     out.push_back({"wait_data_s", wait_data_s_});
     out.push_back({"wait_params_s", wait_params_s_});
+    if (step_slots_)
+      out.push_back({"wait_slot_s", wait_slot_s_});
     out.push_back({"skipped_steps", static_cast<double>(skipped_)});
     out.push_back({"network_bytes",
                    static_cast<double>(client_->network_bytes())});
-    timing_metrics(out);
+    timing_metrics(timing_, staged_, in_place_, out);
   }
 
   void take_histograms(std::vector<histogram_summary>& out) override {
@@ -377,6 +352,16 @@ private:
 
   void step(slot& cur, slot* next) {
     auto clock = steps_;
+    // With concurrent_steps: a slot from before the pull to the end of the
+    // step (the push sent), or until the step throws.
+    step_slots::lease turn;
+    if (step_slots_) {
+      host_timed(timing_now_, timing_.slot_wait, [&] {
+        auto begin = clock_type::now();
+        turn = step_slots_->acquire();
+        wait_slot_s_ += seconds_since(begin);
+      });
+    }
     host_timed(timing_now_, timing_.pull, [&] {
       if (prefetched_)
         take_prefetched();
@@ -391,7 +376,7 @@ private:
     // asked for now, so the shards answer while this step computes and
     // apply its push while the next one does; that step then reads
     // parameters one update older. Otherwise the pull follows the push
-    // (read-my-writes).
+    // (read-my-writes). check() refuses prefetch with concurrent_steps.
     if (next != nullptr && !spec_.staleness && cfg_.prefetch) {
       client_->pull_async(clock + 1, next->host.rows);
       prefetched_ = true;
@@ -421,9 +406,10 @@ private:
     // with it (one request per shard each way instead of two). Not under a
     // staleness bound: a pull the bound holds back is asked again every
     // ps_client::impl::patience, and with it would go the whole push (and
-    // the retry's duplicate acknowledgement would hide the staleness).
+    // the retry's duplicate acknowledgement would hide the staleness). Nor
+    // with concurrent_steps: the next pull waits for its slot.
     auto pushed = host_timed(timing_now_, timing_.push, [&] {
-      if (next != nullptr && !prefetched_ && !spec_.staleness) {
+      if (next != nullptr && !prefetched_ && !spec_.staleness && !step_slots_) {
         prefetched_ = true;
         return client_->push_then_pull(*model_, steps_,
                                        static_cast<uint64_t>(cur.host.n),
@@ -508,38 +494,6 @@ private:
     respawned_at_ = 0;
   }
 
-  // The breakdown as milliseconds per timed step (docs/training.md).
-  void timing_metrics(std::vector<metric>& out) const {
-    auto& t = timing_;
-    if (t.steps == 0)
-      return;
-    auto ms = [&](double s) {
-      return 1000.0 * s / static_cast<double>(t.steps);
-    };
-    auto& d = t.device;
-    double gap = t.step - t.prepare - t.pull - t.input_wait - d.compute
-                 - t.push;
-    out.push_back({"timed_steps", static_cast<double>(t.steps)});
-    // The share of batches whose input was read in the GPU's memory.
-    double staged = static_cast<double>(std::max<uint64_t>(staged_, 1));
-    out.push_back({"input_in_place", static_cast<double>(in_place_) / staged});
-    out.push_back({"step_ms", ms(t.step)});
-    out.push_back({"prepare_ms", ms(t.prepare)});
-    out.push_back({"pull_ms", ms(t.pull)});
-    out.push_back({"param_h2d_ms", ms(d.param_upload)});
-    out.push_back({"input_wait_ms", ms(t.input_wait)});
-    out.push_back({"input_h2d_ms", ms(d.input_upload)});
-    out.push_back({"compute_ms", ms(d.compute)});
-    out.push_back({"compute_host_ms", ms(t.compute)});
-    out.push_back({"push_ms", ms(t.push)});
-    out.push_back({"grad_d2h_ms", ms(d.download)});
-    out.push_back({"gap_ms", ms(std::max(0.0, gap))});
-    out.push_back({"device_busy",
-                   t.step > 0 ? (d.param_upload + d.compute + d.download)
-                                  / t.step
-                              : 0.0});
-  }
-
   // Staleness comes with the acknowledgements of the push before.
   void account(const ps_client::push_result& r) {
     if (!r.acknowledged)
@@ -572,6 +526,7 @@ private:
   std::unique_ptr<gpu::model> model_;
   std::unique_ptr<ps_client> client_;
   std::unique_ptr<record_id_log> ids_; // null: record ids not listed
+  std::shared_ptr<step_slots> step_slots_; // null: concurrent_steps unset
   slot slots_[2];
   uint64_t staged_ = 0, in_place_ = 0; // batches, and those read in place
   int next_ = 0;
@@ -584,7 +539,7 @@ private:
   double staleness_sum_ = 0;
   uint64_t acks_ = 0; // acknowledged pushes
   uint64_t staleness_max_ = 0;
-  double wait_data_s_ = 0, wait_params_s_ = 0;
+  double wait_data_s_ = 0, wait_params_s_ = 0, wait_slot_s_ = 0;
   bool timing_now_ = false; // this step is timed
   step_timing timing_;
   clock_type::time_point first_{}, last_end_{};
@@ -616,6 +571,12 @@ std::string check(const topology::Stage& s) {
              + "\" needs a CUDA device (device: \"cuda\"): the cpu device "
                "computes in fp32 only";
   }
+  if (c.concurrent_steps < 0)
+    return "concurrent_steps must be >= 0 (0: no bound), got "
+           + std::to_string(c.concurrent_steps);
+  if (c.concurrent_steps > 0 && c.prefetch)
+    return "prefetch sends a step's pull before the step has a slot: set "
+           "concurrent_steps or prefetch, not both";
   if (c.timing_every < 0)
     return "timing_every_steps must be >= 0 (0: no step timing)";
   if (!(c.topk_fraction >= 0 && c.topk_fraction < 1))

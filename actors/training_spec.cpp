@@ -391,6 +391,16 @@ std::vector<topology_problem> check_training(const topology::Topology& topo) {
   auto spec = read(topo, problems);
   for (int i = 0; i < topo.stage_size(); ++i) {
     auto& s = topo.stage(i);
+    // A replica holding a slot waits in its pull for the laggards, and a
+    // laggard waits for a slot: a deadlock.
+    if (s.type() == trainer_type && s.trainer().concurrent_steps() > 0
+        && topo.training().ps().has_staleness())
+      problems.push_back(
+        {"stage[" + std::to_string(i) + "].trainer.concurrent_steps",
+         "stage '" + s.name()
+           + "': concurrent_steps cannot go with training.ps.staleness (a "
+             "replica holding a step slot would wait in its pull for a "
+             "replica waiting for a slot); leave one of them unset"});
     if (s.type() == evaluator_type && !s.evaluator().reference_score().empty()
         && spec.softmax())
       problems.push_back(

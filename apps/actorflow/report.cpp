@@ -35,6 +35,9 @@ std::vector<stage_row> stage_rows(const job_progress& p) {
     x.busy_s += s.busy_s;
     x.wait_in_s += s.wait_input_s;
     x.wait_credit_s += s.wait_credit_s;
+    for (auto& m : s.metrics)
+      if (m.name == "wait_slot_s")
+        x.slot_wait_s += std::min(m.value, s.busy_s);
   }
   return rows;
 }
@@ -47,9 +50,14 @@ std::vector<utilization_row> utilization_rows(const job_progress& p) {
     auto total = s.busy_s + s.wait_input_s + s.wait_credit_s;
     if (it == s.metrics.end() || total <= 0)
       continue;
+    auto slot = std::find_if(s.metrics.begin(), s.metrics.end(),
+                             [](auto& m) { return m.name == "wait_slot_s"; });
     rows.push_back({s.stage, s.busy_s / total,
                     std::min(it->value, s.busy_s) / total,
-                    s.wait_input_s / total});
+                    s.wait_input_s / total,
+                    slot == s.metrics.end()
+                      ? -1.0
+                      : std::min(slot->value, s.busy_s) / total});
   }
   return rows;
 }
@@ -60,6 +68,7 @@ std::vector<step_time_row> step_time_rows(const job_progress& p) {
   const std::pair<const char*, double step_time_row::*> fields[] = {
     {"step_ms", &step_time_row::step},
     {"prepare_ms", &step_time_row::prepare},
+    {"slot_wait_ms", &step_time_row::slot_wait},
     {"pull_ms", &step_time_row::pull},
     {"param_h2d_ms", &step_time_row::param_h2d},
     {"input_wait_ms", &step_time_row::input_wait},
@@ -113,6 +122,17 @@ bottleneck find_bottleneck(const std::vector<stage_row>& rows) {
     return {top->name, what + "reading is the limit: more replicas (the "
                               "input is sharded across them) or faster "
                               "storage"};
+  // Trainers taking turns (concurrent_steps) wait for the cores, and more
+  // of them would only wait more.
+  if (top->out == 0 && top->share(top->slot_wait_s) >= 0.25) {
+    char slot[96];
+    std::snprintf(slot, sizeof slot, "%.0f%% of it waiting for a step slot",
+                  100.0 * top->share(top->slot_wait_s));
+    return {top->name, what + slot + " - the cores of its concurrent_steps "
+                              "are the limit: more trainers would wait "
+                              "more; a faster device or trainers on more "
+                              "cores (nodes) would help"};
+  }
   if (top->out == 0)
     return {top->name, what + "the end of the pipeline is the limit and the "
                               "input keeps up (for training: more trainers "
@@ -183,20 +203,27 @@ void print_summary(std::FILE* out, const std::string& job_name,
       std::fprintf(out, ", %.0f steps skipped (NaN/Inf)", t.skipped);
     std::fprintf(out, "\n");
   }
-  for (auto& x : utilization_rows(p))
+  for (auto& x : utilization_rows(p)) {
+    char slot[64] = "";
+    if (x.slot_wait >= 0)
+      std::snprintf(slot, sizeof slot, ", for a step slot %.0f%%",
+                    100.0 * x.slot_wait);
     std::fprintf(out,
                  "  utilization of %s: busy %.0f%% (of which waiting for "
-                 "parameters %.0f%%), waiting for input %.0f%%\n",
+                 "parameters %.0f%%%s), waiting for input %.0f%%\n",
                  x.replica.c_str(), 100.0 * x.busy, 100.0 * x.param_wait,
-                 100.0 * x.input_wait);
+                 slot, 100.0 * x.input_wait);
+  }
   for (auto& x : step_time_rows(p))
     std::fprintf(out,
                  "  step time of %s (%.0f steps timed), ms: %.3f = prepare "
-                 "%.3f + pull %.3f (parameters H2D %.3f) + wait for input "
+                 "%.3f + step slot %.3f + pull %.3f (parameters H2D %.3f) + "
+                 "wait for input "
                  "%.3f + compute %.3f (host %.3f) + push %.3f (gradients D2H "
                  "%.3f) + gaps %.3f; input H2D %.3f, outside the sum; "
                  "input read in GPU memory %.0f%%; device busy %.0f%%\n",
-                 x.stage.c_str(), x.timed_steps, x.step, x.prepare, x.pull,
+                 x.stage.c_str(), x.timed_steps, x.step, x.prepare,
+                 x.slot_wait, x.pull,
                  x.param_h2d, x.input_wait, x.compute, x.compute_host, x.push,
                  x.grad_d2h, x.gap, x.input_h2d, 100.0 * x.input_in_place,
                  100.0 * x.device_busy);
@@ -264,6 +291,7 @@ void write_report_json(std::FILE* out, const std::string& job_name,
                          {"timed_steps", x.timed_steps},
                          {"step_ms", rounded(x.step, 4)},
                          {"prepare_ms", rounded(x.prepare, 4)},
+                         {"slot_wait_ms", rounded(x.slot_wait, 4)},
                          {"pull_ms", rounded(x.pull, 4)},
                          {"param_h2d_ms", rounded(x.param_h2d, 4)},
                          {"input_wait_ms", rounded(x.input_wait, 4)},
@@ -276,11 +304,15 @@ void write_report_json(std::FILE* out, const std::string& job_name,
                          {"device_busy", rounded(x.device_busy, 4)},
                          {"input_in_place", rounded(x.input_in_place, 4)}});
   auto utilization = json::array();
-  for (auto& x : utilization_rows(p))
-    utilization.push_back({{"replica", x.replica},
-                           {"busy", rounded(x.busy, 4)},
-                           {"param_wait", rounded(x.param_wait, 4)},
-                           {"input_wait", rounded(x.input_wait, 4)}});
+  for (auto& x : utilization_rows(p)) {
+    json row = {{"replica", x.replica},
+                {"busy", rounded(x.busy, 4)},
+                {"param_wait", rounded(x.param_wait, 4)},
+                {"input_wait", rounded(x.input_wait, 4)}};
+    if (x.slot_wait >= 0)
+      row["slot_wait"] = rounded(x.slot_wait, 4);
+    utilization.push_back(std::move(row));
+  }
   // Every replica's latest metrics ("evaluate[0]": {"test_accuracy": ...}).
   auto metrics = json::object();
   for (auto& s : p.stages) {

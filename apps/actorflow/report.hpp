@@ -15,6 +15,8 @@ struct stage_row {
   int replicas = 0;
   uint64_t in = 0, out = 0;
   double busy_s = 0, wait_in_s = 0, wait_credit_s = 0;
+  /// Of busy_s, waiting for a step slot (trainer { concurrent_steps }).
+  double slot_wait_s = 0;
   /// Shares of the replicas' time (0..1).
   double share(double part) const {
     auto total = busy_s + wait_in_s + wait_credit_s;
@@ -39,7 +41,8 @@ bottleneck find_bottleneck(const std::vector<stage_row>& rows);
 struct step_time_row {
   std::string stage;
   double timed_steps = 0;
-  double step = 0, prepare = 0, pull = 0, param_h2d = 0, input_wait = 0,
+  double step = 0, prepare = 0, slot_wait = 0, pull = 0, param_h2d = 0,
+         input_wait = 0,
          input_h2d = 0, compute = 0, compute_host = 0, push = 0,
          grad_d2h = 0, gap = 0, device_busy = 0;
   double input_in_place = 0; // share of batches read in the GPU's memory
@@ -51,10 +54,12 @@ std::vector<step_time_row> step_time_rows(const job_progress& p);
 /// One trainer replica's use of its time, the seed's "GPU utilization":
 /// shares (0..1) of the time the replica accounted (busy + waiting).
 /// `busy` includes `param_wait` (a trainer waits for its pulls inside its
-/// step); `input_wait` is the time with no batch to train.
+/// step) and `slot_wait` (waiting for a step slot, trainer {
+/// concurrent_steps }; -1 when the stage has no such bound);
+/// `input_wait` is the time with no batch to train.
 struct utilization_row {
   std::string replica; // "train[0]"
-  double busy = 0, param_wait = 0, input_wait = 0;
+  double busy = 0, param_wait = 0, input_wait = 0, slot_wait = -1;
 };
 
 /// One row per replica that reports wait_params_s (the trainers).

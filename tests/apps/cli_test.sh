@@ -274,6 +274,45 @@ PY
     awk -v a="$auc" -v r="$ref" 'BEGIN { d = a - r; if (d < 0) d = -d; exit !(r > 0.8 && d <= 0.03) }' \
       || fail "AUC $auc is not within 0.03 of the planted model's $ref"
     ;;
+  train_slots)
+    # trainer { concurrent_steps: 1 } (docs/training.md): the 2 trainers
+    # take turns, so no push is stale; the summary, the JSON report and the
+    # bottleneck line show the wait for a step slot. With a staleness
+    # bound it is refused, on the line of concurrent_steps.
+    sed -e 's/^  ps { shards: 2 staleness: 2 }$/  ps { shards: 2 }/' \
+        -e 's/^  trainer { log_every_steps: 0 }$/  trainer { log_every_steps: 0 concurrent_steps: 1 }/' \
+        "$data/train_ctr.pbtxt" >"$tmp/slots.pbtxt"
+    grep -q 'concurrent_steps: 1' "$tmp/slots.pbtxt" && ! grep -q 'staleness' "$tmp/slots.pbtxt" \
+      || fail "could not set concurrent_steps in train_ctr.pbtxt"
+    run_limited 60 run "$tmp/slots.pbtxt" --report-json "$tmp/report.json"; expect_rc 0
+    expect_out "^  training: [0-9]\+ steps, 100000 samples, .*, max staleness 0$"
+    for r in 0 1; do
+      expect_out "^  utilization of train\[$r\]: busy [0-9]\+% (of which waiting for parameters [0-9]\+%, for a step slot [0-9]\+%), waiting for input [0-9]\+%$"
+    done
+    expect_out "^  step time of train ([0-9]\+ steps timed), ms: [0-9.]\+ = prepare [0-9.]\+ + step slot [0-9.]\+ + pull "
+    # Each trainer waits about half its time for the one slot: the hint
+    # does not ask for more trainers.
+    expect_out "^  bottleneck: train is the bottleneck: 2 replicas busy [0-9]\+% - [0-9]\+% of it waiting for a step slot - the cores of its concurrent_steps are the limit"
+    python3 - "$tmp/report.json" <<'PY' || fail "slot_wait in the JSON report"
+import json, sys
+r = json.load(open(sys.argv[1]))
+u = r["utilization"]
+assert [x["replica"] for x in u] == ["train[0]", "train[1]"], u
+for x in u:
+    # A part of the busy time, as the wait for parameters is.
+    assert 0 <= x["slot_wait"] <= x["busy"], x
+    assert x["param_wait"] + x["slot_wait"] <= x["busy"] + 1e-3, x
+assert "slot_wait_ms" in r["step_time"][0], r["step_time"]
+for m in ("train[0]", "train[1]"):
+    assert r["metrics"][m]["wait_slot_s"] >= 0, r["metrics"][m]
+PY
+    sed -e 's/^  trainer { log_every_steps: 0 }$/  trainer { log_every_steps: 0 concurrent_steps: 1 }/' \
+        "$data/train_ctr.pbtxt" >"$tmp/slots_bound.pbtxt"
+    run validate "$tmp/slots_bound.pbtxt"; expect_rc 2
+    line=$(grep -n 'concurrent_steps: 1' "$tmp/slots_bound.pbtxt" | cut -d: -f1)
+    grep -qF "slots_bound.pbtxt:$line: stage 'train': concurrent_steps cannot go with training.ps.staleness" "$tmp/err" \
+      || fail "stderr lacks the refusal of concurrent_steps with a staleness bound at line $line"
+    ;;
   train_resume)
     # Checkpoints while training; the coordinator is killed (SIGKILL) once
     # one is written, and `run --resume` finishes the job. Each trainer

@@ -133,7 +133,8 @@ TEST_CASE("progress becomes per-stage rates and the trainers' global step",
   b.items_in = 30;
   b.busy_s = 1.0;
   b.metrics = {{"step", 30}, {"samples", 300}, {"loss", 0.2},
-               {"staleness_max", 3}, {"wait_params_s", 0.2}};
+               {"staleness_max", 3}, {"wait_params_s", 0.2},
+               {"wait_slot_s", 1.0}}; // (trainer { concurrent_steps })
   p.stages = {a, b};
   int64_t step = 0;
   auto first = ps.next(p, step);
@@ -148,6 +149,8 @@ TEST_CASE("progress becomes per-stage rates and the trainers' global step",
   // parameters.
   p.stages[0].wait_input_s += 0.5;
   p.stages[0].metrics.back().value += 0.2;
+  // Replica 1 waited 0.3 s of its busy time for a step slot.
+  p.stages[1].metrics.back().value += 0.3;
   auto v = ps.next(p, step);
   std::map<std::string, double> m;
   for (auto& x : v)
@@ -162,6 +165,9 @@ TEST_CASE("progress becomes per-stage rates and the trainers' global step",
   CHECK(m.at("stage/train[1]/busy") == Approx(1.0));
   CHECK(m.at("stage/train[1]/param_wait") == Approx(0.0));
   CHECK(m.at("stage/train[1]/input_wait") == Approx(0.0));
+  // 0.3 s of the 0.5 s replica 1 accounted in that second.
+  CHECK(m.at("stage/train[1]/slot_wait") == Approx(0.6));
+  CHECK(m.count("stage/train[0]/slot_wait") == 0); // no bound: no tag
   CHECK(m.at("train/step") == 40);
   CHECK(m.at("train/samples") == 400);
   CHECK(m.at("train/loss") == Approx(0.3));
