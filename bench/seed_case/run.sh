@@ -87,6 +87,7 @@ u = r["utilization"]
 print(json.dumps({"samples_per_s": samples / r["elapsed_s"], "wall_s": r["elapsed_s"],
                   "final_auc": auc, "time_to_target_s": to_target,
                   "busy": sum(x["busy"] for x in u) / len(u),
+                  "slot_wait": sum(x.get("slot_wait", 0) for x in u) / len(u),
                   "input_wait": sum(x["input_wait"] for x in u) / len(u)}))
 PY
 }
@@ -120,17 +121,17 @@ work, rounds, target, planted, epochs = sys.argv[1], int(sys.argv[2]), sys.argv[
 nodes = sys.argv[6] == "1"
 fmt = lambda v, f="%.1f": "-" if v is None else f % v
 print(f"Planted model's test AUC {float(planted):.4f}; target AUC {target}; {epochs} epoch(s); 2 cores.\n")
-print("| round (= seed) | system | samples/s | training wall s | final AUC | time to target s | trainers busy | input wait |")
-print("|---|---|---|---|---|---|---|---|")
+print("| round (= seed) | system | samples/s | training wall s | final AUC | time to target s | trainers busy | of it, waiting for a step slot | input wait |")
+print("|---|---|---|---|---|---|---|---|---|")
 ratios, node_ratios = [], []
 aucs = {"ActorFlow": [], "ActorFlow, shards on 2 nodes": [], "TF PS strategy": []}
 for r in range(1, rounds + 1):
     a = json.load(open(f"{work}/af{r}.row"))
     t = json.load(open(f"{work}/tf{r}.json"))
-    print(f"| {r} | ActorFlow | {a['samples_per_s']:.0f} | {a['wall_s']:.1f} | {a['final_auc']:.4f} | {fmt(a['time_to_target_s'])} | {a['busy']:.2f} | {a['input_wait']:.2f} |")
+    print(f"| {r} | ActorFlow | {a['samples_per_s']:.0f} | {a['wall_s']:.1f} | {a['final_auc']:.4f} | {fmt(a['time_to_target_s'])} | {a['busy']:.2f} | {a['slot_wait']:.2f} | {a['input_wait']:.2f} |")
     if nodes:
         n = json.load(open(f"{work}/afn{r}.row"))
-        print(f"| {r} | ActorFlow, shards on 2 nodes | {n['samples_per_s']:.0f} | {n['wall_s']:.1f} | {n['final_auc']:.4f} | {fmt(n['time_to_target_s'])} | {n['busy']:.2f} | {n['input_wait']:.2f} |")
+        print(f"| {r} | ActorFlow, shards on 2 nodes | {n['samples_per_s']:.0f} | {n['wall_s']:.1f} | {n['final_auc']:.4f} | {fmt(n['time_to_target_s'])} | {n['busy']:.2f} | {n['slot_wait']:.2f} | {n['input_wait']:.2f} |")
         node_ratios.append(n["samples_per_s"] / t["samples_per_s"])
         aucs["ActorFlow, shards on 2 nodes"].append(n["final_auc"])
     # The workers' shares of the training wall time, as ActorFlow's are of
@@ -139,7 +140,7 @@ for r in range(1, rounds + 1):
     span = t["wall_s"] * len(w)
     busy = sum(x["step_s"] for x in w) / span
     wait = sum(x["input_wait_s"] for x in w) / span
-    print(f"| {r} | TF PS strategy | {t['samples_per_s']:.0f} | {t['wall_s']:.1f} (+{t['startup_s']:.0f} startup) | {t['final_auc']:.4f} | {fmt(t.get('time_to_target_s'))} | {busy:.2f} | {wait:.2f} |")
+    print(f"| {r} | TF PS strategy | {t['samples_per_s']:.0f} | {t['wall_s']:.1f} (+{t['startup_s']:.0f} startup) | {t['final_auc']:.4f} | {fmt(t.get('time_to_target_s'))} | {busy:.2f} | - | {wait:.2f} |")
     ratios.append(a["samples_per_s"] / t["samples_per_s"])
     aucs["ActorFlow"].append(a["final_auc"])
     aucs["TF PS strategy"].append(t["final_auc"])
