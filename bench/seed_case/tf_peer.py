@@ -21,6 +21,11 @@ TFRecordDataset (interleaved shards) -> shuffle -> repeat -> batch(B) ->
 map(parse_example + transforms, num_parallel_calls=AUTOTUNE,
 deterministic=False) -> prefetch(4).
 
+With --workers 1 --same-order --init-like-actorflow --seed S it trains on
+the batches, in the order, and from the initial weights of ActorFlow's
+example without shuffles and with runtime { seed: S }: the check that the
+two systems compute the same training (bench/seed_case/same_order.sh).
+
 Result: one JSON line on stdout (and in --json FILE); progress on stderr.
 See bench/seed_case/README.md for why each setting is what it is.
 """
@@ -139,6 +144,12 @@ example:
                         "multiple of --workers, else records")
     g.add_argument("--cycle-length", type=int, default=4,
                    help="files interleaved per worker (default 4)")
+    g.add_argument("--same-order", action="store_true",
+                   help="the training files in sorted order, one after the "
+                        "other, no record shuffle, a deterministic map: the "
+                        "batches, in the order, that ActorFlow's job without "
+                        "shuffles trains on (bench/seed_case/same_order.sh). "
+                        "Needs --workers 1")
 
     g = ap.add_argument_group("model and optimizer")
     g.add_argument("--buckets", type=int, default=100000,
@@ -174,6 +185,12 @@ example:
                         "the closure holding step N has finished")
     g.add_argument("--seed", type=int, default=0,
                    help="seed for the initial weights (default 0)")
+    g.add_argument("--init-like-actorflow", action="store_true",
+                   help="the initial weights ActorFlow draws for runtime "
+                        "{ seed: SEED } (--seed): its rule of gpu/init.cpp, "
+                        "for the example's model (the tables as one features "
+                        "table, in the columns' order; dense layers 1, 3, "
+                        "5, ...), instead of TensorFlow's own draw")
 
     g = ap.add_argument_group("cluster")
     g.add_argument("--workers", type=int, default=6,
@@ -388,6 +405,40 @@ def wait_ports(addrs, cluster, timeout):
 
 
 # --------------------------------------------------------------------------
+# ActorFlow's initial values
+
+def _mix64(x):
+    """SplitMix64's finalizer on a uint64 array (runtime/random.hpp)."""
+    import numpy as np
+
+    u = np.uint64
+    with np.errstate(over="ignore"):
+        x = x + u(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> u(30))) * u(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> u(27))) * u(0x94D049BB133111EB)
+        return x ^ (x >> u(31))
+
+
+def actorflow_initial(name, seed, first, count, limit):
+    """Elements first .. first+count-1 of ActorFlow's parameter `name`, as
+    gpu/init.cpp draws them: element e is uniform in [-limit, limit) from
+    the first draw of record_rng(seed, FNV-1a(name), e) (SplitMix64);
+    `limit` is the float ActorFlow keeps (0.05f, or Glorot's limit rounded
+    to a float)."""
+    import numpy as np
+
+    h = 0xCBF29CE484222325
+    for c in name.encode():
+        h = ((h ^ c) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    u = np.uint64
+    e = np.arange(first, first + count, dtype=np.uint64)
+    state = _mix64(_mix64(_mix64(u(seed)) ^ u(h)) ^ e)
+    unit = (_mix64(state) >> u(11)).astype(np.float64) * 2.0 ** -53
+    lim = float(np.float32(limit))
+    return (-lim + 2.0 * lim * unit).astype(np.float32)
+
+
+# --------------------------------------------------------------------------
 # Metrics
 
 def exact_auc(labels, scores):
@@ -457,6 +508,12 @@ def main_chief(a):
         die("--hidden: '%s' is not a comma-separated list of widths" % a.hidden)
     if any(h < 1 for h in hidden):
         die("--hidden: widths must be positive")
+    if a.init_like_actorflow and a.seed < 0:
+        die("--init-like-actorflow: --seed must be >= 0 (ActorFlow's "
+            "runtime.seed is unsigned), got %d" % a.seed)
+    if a.same_order and a.workers != 1:
+        die("--same-order needs --workers 1 (with more, the asynchrony "
+            "decides which worker trains which batch when)")
     train_files = expand(a.train, "train")
     test_files = expand(a.test, "test")
     stats = None
@@ -669,17 +726,42 @@ def main_chief(a):
                     s, seed=[seed, off], minval=-lim, maxval=lim)
             return init
 
+        def from_values(values):
+            def init(partition_shape=None, partition_offset=None):
+                if partition_shape is None:
+                    return tf.constant(values)
+                off = partition_offset[0]
+                return tf.constant(values[off:off + partition_shape[0]])
+            return init
+
+        def table_init(j):
+            if not a.init_like_actorflow:
+                # Keras' Embedding initializer: uniform(-0.05, 0.05).
+                return uniform([buckets, a.dim], 0.05, a.seed * 100 + j)
+            # ActorFlow's one features table holds the columns' tables one
+            # after the other, in the columns' order.
+            n = buckets * a.dim
+            return from_values(actorflow_initial(
+                "0_features/table", a.seed, j * n, n, 0.05).reshape(buckets, a.dim))
+
+        def kernel_init(i, lim):
+            if not a.init_like_actorflow:
+                return uniform([widths[i], widths[i + 1]], lim, a.seed * 100 + 50 + i)
+            # ActorFlow's layers: 0 features, then dense and relu in turn.
+            n = widths[i] * widths[i + 1]
+            return from_values(actorflow_initial(
+                "%d_dense/kernel" % (1 + 2 * i), a.seed, 0, n, lim).reshape(
+                    widths[i], widths[i + 1]))
+
         with strategy.scope():
-            # Keras' Embedding initializer: uniform(-0.05, 0.05).
-            tables = [tf.Variable(uniform([buckets, a.dim], 0.05, a.seed * 100 + j),
+            tables = [tf.Variable(table_init(j),
                                   shape=[buckets, a.dim], dtype=tf.float32,
                                   name="embedding_%s" % CAT_KEYS[j])
                       for j in range(N_CAT)]
             dense = []
             for i in range(len(widths) - 1):
                 lim = (6.0 / (widths[i] + widths[i + 1])) ** 0.5  # Glorot
-                w = tf.Variable(uniform([widths[i], widths[i + 1]], lim,
-                                        a.seed * 100 + 50 + i),
+                w = tf.Variable(kernel_init(i, lim),
                                 shape=[widths[i], widths[i + 1]],
                                 dtype=tf.float32, name="dense_%d/kernel" % i)
                 b = tf.Variable(tf.zeros([widths[i + 1]]), name="dense_%d/bias" % i)
@@ -800,11 +882,20 @@ def main_chief(a):
                 % (n_files, a.workers))
         if a.workers == 1:
             shard = "none"
-        log("input: %d training files, sharded by %s over %d workers; "
-            "batch %d -> map(parse+transforms, AUTOTUNE, deterministic=False) "
-            "-> prefetch(4)" % (n_files, shard, a.workers, a.batch))
         W = a.workers
         cycle = max(1, min(a.cycle_length, n_files))
+        shuffle_buffer = a.shuffle_buffer
+        if a.same_order:
+            cycle, shuffle_buffer = 1, 0
+            log("input: %d training files in sorted order, one after the "
+                "other, no shuffle; batch %d -> map(parse+transforms, "
+                "AUTOTUNE, deterministic=True) -> prefetch(4)"
+                % (n_files, a.batch))
+        else:
+            log("input: %d training files, sharded by %s over %d workers; "
+                "batch %d -> map(parse+transforms, AUTOTUNE, "
+                "deterministic=False) -> prefetch(4)"
+                % (n_files, shard, a.workers, a.batch))
 
         def dataset_fn():
             # Which worker builds this dataset: a counter on the PS (every
@@ -813,14 +904,15 @@ def main_chief(a):
             files = tf.data.Dataset.from_tensor_slices(train_files)
             if shard == "files":
                 files = files.shard(W, wid)
-            files = files.shuffle(n_files, reshuffle_each_iteration=True)
+            if not a.same_order:
+                files = files.shuffle(n_files, reshuffle_each_iteration=True)
             ds = files.interleave(
                 lambda f: tf.data.TFRecordDataset(f, compression_type=comp),
                 cycle_length=cycle, block_length=1)
             if shard == "records":
                 ds = ds.shard(W, wid)
-            if a.shuffle_buffer > 0:
-                ds = ds.shuffle(a.shuffle_buffer, reshuffle_each_iteration=True)
+            if shuffle_buffer > 0:
+                ds = ds.shuffle(shuffle_buffer, reshuffle_each_iteration=True)
             ds = ds.repeat().batch(a.batch, drop_remainder=True)
 
             def parse(s):
@@ -828,7 +920,7 @@ def main_chief(a):
                 return x, ids, y, tf.fill([a.batch], wid)
 
             return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
-                          deterministic=False).prefetch(4)
+                          deterministic=a.same_order).prefetch(4)
 
         state["phase"] = "building the per-worker datasets"
         per_worker_ds = coordinator.create_per_worker_dataset(dataset_fn)
@@ -966,7 +1058,8 @@ def main_chief(a):
             "hidden": hidden, "lr": a.lr, "optimizer": "adagrad",
             "adagrad_initial_accumulator": a.adagrad_init,
             "adagrad_epsilon": a.adagrad_eps,
-            "steps_per_call": k_steps, "shuffle_buffer": a.shuffle_buffer,
+            "steps_per_call": k_steps, "shuffle_buffer": shuffle_buffer,
+            "same_order": a.same_order, "init_like_actorflow": a.init_like_actorflow,
             "shard": shard, "train_files": n_files,
             "intra_op_threads": a.intra, "inter_op_threads": a.inter,
             "cpus": cpus, "numeric_stats": stats_source,
