@@ -17,10 +17,10 @@
 # exits 1 when a final AUC differs by more than 0.001 (the same training
 # ends within about 0.0001; a different one, such as another data order,
 # by up to about 0.002).
-#   bench/seed_case/same_order.sh [SEEDS] [DIR] [ROWS] [TEST_ROWS]
-# SEEDS: a comma-separated list (default 1). DIR, ROWS, TEST_ROWS: the data
-# of bench/seed_case/prepare.sh (made there if missing), default
-# build/data/criteo_like with 2,000,000 + 100,000 rows. ActorFlow's job
+#   bench/seed_case/same_order.sh [SEEDS] [DIR] [ROWS] [TEST_ROWS] [DATA_SEED]
+# SEEDS: a comma-separated list (default 1). DIR, ROWS, TEST_ROWS, DATA_SEED:
+# the data of bench/seed_case/prepare.sh (made there if missing), default
+# build/data/criteo_like with 2,000,000 + 100,000 rows of data seed 1. ActorFlow's job
 # takes the numeric means and deviations of DIR/planted.json, as the peer
 # does. AF_SAME_ORDER_TOLERANCE: the largest final AUC difference
 # accepted (default 0.001). AF_SAME_ORDER_PEER_SEED: the peer's seed
@@ -40,9 +40,10 @@ seeds=${1:-1}
 dir=${2:-$root/build/data/criteo_like}
 rows=${3:-2000000}
 test_rows=${4:-100000}
+data_seed=${5:-1}
 tolerance=${AF_SAME_ORDER_TOLERANCE:-0.001}
 case $seeds in ''|*[!0-9,]*) echo "same_order.sh: SEEDS must be a comma-separated list of integers, not '$seeds'" >&2; exit 2;; esac
-AF_BIN=$bin "$here/prepare.sh" "$dir" "$rows" "$test_rows" >&2
+AF_BIN=$bin "$here/prepare.sh" "$dir" "$rows" "$test_rows" "$data_seed" >&2
 "$py" -c 'import tensorflow' 2>/dev/null \
   || { echo "same_order.sh: TensorFlow is missing in $py (scripts/setup installs it)" >&2; exit 2; }
 work=$(mktemp -d)
