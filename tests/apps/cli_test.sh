@@ -460,13 +460,13 @@ PY
     ;;
   train_eta)
     # The job's size is known once the cache's first pass is done (2048
-    # records x 2000 epochs): progress lines then show the share done and an
+    # records x 1000 epochs): progress lines then show the share done and an
     # ETA. The share matches the steps (batches of exactly 32), grows, and
     # the job ends about when the first ETA said.
     "$bin" run "$data/train_eta.pbtxt" --log-every 1 >"$tmp/out" 2>"$tmp/err" </dev/null
     rc=$?
     expect_rc 0
-    expect_out "^  training: 128000 steps, 4096000 samples"
+    expect_out "^  training: 64000 steps, 2048000 samples"
     grep 'progress: .* ETA ' "$tmp/err" >"$tmp/eta" || true
     [ "$(wc -l <"$tmp/eta")" -ge 2 ] || { cat "$tmp/err"; fail "expected 2 or more progress lines with an ETA"; }
     total=$(sed -n "s/^job 'train-eta' finished after \([0-9.]*\) s$/\1/p" "$tmp/out")
@@ -477,7 +477,7 @@ PY
             if (match(s, /[0-9]+m/)) t += 60 * substr(s, RSTART, RLENGTH - 1)
             if (match(s, /[0-9]+ ?s/)) t += substr(s, RSTART, RLENGTH) + 0
             return t }
-          { pct = 100 * $1 * 32 / 4096000
+          { pct = 100 * $1 * 32 / 2048000
             if ($2 < pct - 1.5 || $2 > pct + 1.5) { print "share " $2 "% at step " $1 " (expected " pct ")"; bad = 1 }
             if (NR > 1 && $2 < prev) { print "share fell"; bad = 1 }
             prev = $2

@@ -45,12 +45,16 @@ stage { name: "save" type: "tfrecord_sink" input { stage: "parse" }
 EOF
   "$bin" run "$tmp/save-$src.pbtxt" >/dev/null 2>"$tmp/run.log" || { cat "$tmp/run.log"; exit 1; }
 done
-for f in "$tmp/jpeg-00001-of-00002.tfrecord" "$tmp/raw-00000-of-00001.tfrecord" "$tmp/csv-00000-of-00001.tfrecord"; do
-  py "$here/tf_interop.py" --actorflow "$bin" --case read_ours --file "$f"
-done
+# One TensorFlow process per call (its import takes seconds): the files
+# convert wrote, then those the jobs wrote (gzip named explicitly).
+py "$here/tf_interop.py" --actorflow "$bin" --case read_ours \
+  --file "$tmp/jpeg-00001-of-00002.tfrecord" --file "$tmp/raw-00000-of-00001.tfrecord" \
+  --file "$tmp/csv-00000-of-00001.tfrecord"
+py "$here/tf_interop.py" --actorflow "$bin" --case read_ours --compression gzip \
+  --file "$tmp/saved-jpeg-00001-of-00002-00000-00000.tfrecord.gz" \
+  --file "$tmp/saved-csv-00000-of-00001-00000-00000.tfrecord.gz"
 for src in jpeg-00001-of-00002 csv-00000-of-00001; do
   saved="$tmp/saved-$src-00000-00000.tfrecord.gz"
-  py "$here/tf_interop.py" --actorflow "$bin" --case read_ours --file "$saved" --compression gzip
   # ... and holds exactly the records it read, in order.
   "$bin" inspect "$tmp/$src.tfrecord" --json --show all > "$tmp/in.json"
   "$bin" inspect "$saved" --compression gzip --json --show all > "$tmp/out.json"

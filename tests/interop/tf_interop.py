@@ -8,11 +8,13 @@ cannot be imported; where CI is set that is a failure instead, exit 1);
 1: failed, with one line per mismatch; 2: usage error.
 
 Cases:
-  read_ours        --file F [--compression auto|none|gzip]: F was written by
-                   `actorflow convert`. TensorFlow reads it (TFRecordDataset,
-                   which checks every CRC, and tf.io.parse_single_example)
-                   and every record's features must equal what
-                   `actorflow inspect F --json --show all` prints.
+  read_ours        --file F [--file F2 ...] [--compression auto|none|gzip]:
+                   each F was written by `actorflow convert` (or a job).
+                   TensorFlow reads it (TFRecordDataset, which checks every
+                   CRC, and tf.io.parse_single_example) and every record's
+                   features must equal what `actorflow inspect F --json
+                   --show all` prints. Every file is checked (one import
+                   of TensorFlow for all); any failure fails the case.
   write_plain      TensorFlow writes ~50 tf.Example records (tf.io.TFRecordWriter,
                    no compression): bytes_list (empty lists, empty and binary
                    values, one of 100 kB), float_list (NaN, +-inf, -0.0,
@@ -692,7 +694,8 @@ def main():
                                  epilog="cases: " + ", ".join(CASES))
     ap.add_argument("--actorflow", required=True, help="path of the actorflow binary")
     ap.add_argument("--case", required=True, choices=CASES)
-    ap.add_argument("--file", help="read_ours: a TFRecord file written by `actorflow convert`")
+    ap.add_argument("--file", action="append",
+                    help="read_ours: a TFRecord file written by `actorflow convert` (repeatable)")
     ap.add_argument("--compression", choices=("auto", "none", "gzip"), default="auto",
                     help="read_ours: how --file is compressed (default auto: gzip if it starts "
                          "with gzip's magic bytes)")
@@ -722,14 +725,18 @@ def main():
         workdir = tempfile.mkdtemp(prefix="af_tf_interop_")
     try:
         if args.case == "read_ours":
-            if not os.path.isfile(args.file):
-                print("FAIL: no file %s" % args.file)
-                return 1
-            compression = args.compression
-            if compression == "auto":
-                with open(args.file, "rb") as f:
-                    compression = "gzip" if f.read(2) == b"\x1f\x8b" else "none"
-            return check_file(tf, args.actorflow, args.file, compression)
+            rc = 0
+            for path in args.file:
+                if not os.path.isfile(path):
+                    print("FAIL: no file %s" % path)
+                    rc = 1
+                    continue
+                compression = args.compression
+                if compression == "auto":
+                    with open(path, "rb") as f:
+                        compression = "gzip" if f.read(2) == b"\x1f\x8b" else "none"
+                rc = max(rc, check_file(tf, args.actorflow, path, compression))
+            return rc
         if args.case == "write_plain":
             return case_write(tf, args, workdir, None)
         if args.case == "write_gzip":
