@@ -24,8 +24,9 @@
 # DATA: DIR or DIR:SEED, the data of bench/seed_case/prepare.sh in DIR,
 # generated with SEED (default 1; made there if missing), default
 # build/data/criteo_like:1. One data set's AUCs carry the luck of its one
-# draw (the case study's own favours TensorFlow's orders by about 0.0004,
-# the data set of seed 2 ActorFlow's by 0.0003), so several data sets may
+# draw (the case study's own favours TensorFlow by about 0.0004, the data
+# set of seed 2 ActorFlow by 0.0003, of seed 4 TensorFlow by 0.0010:
+# docs/case-study.md, "Four data sets"), so several data sets may
 # be given: each round then runs every data set in turn, the tables and
 # AUC means are per data set, and a last line pools the differences: their
 # mean over the data sets, with standard error sqrt(sum of the per-set
@@ -68,7 +69,7 @@ trap 'stop_nodes; rm -rf "$work"' EXIT
 targets=()
 for i in "${!dirs[@]}"; do
   dir=${dirs[$i]}
-  "$here/prepare.sh" "$dir" "${AF_SEED_CASE_ROWS:-2000000}" "${AF_SEED_CASE_TEST_ROWS:-100000}" "${data_seeds[$i]}"  >&2
+  "$here/prepare.sh" "$dir" "${AF_SEED_CASE_ROWS:-2000000}" "${AF_SEED_CASE_TEST_ROWS:-100000}" "${data_seeds[$i]}" >&2
   planted=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["planted_auc_test"])' "$dir/planted.json")
   targets+=("${AF_TARGET_AUC:-$(python3 -c "print(round($planted - 0.02, 4))")}")
   python3 -c 'import json,sys; json.dump({"dir": sys.argv[1], "seed": int(sys.argv[2]), "planted": float(sys.argv[3]), "target": float(sys.argv[4])}, open(sys.argv[5], "w"))' \
