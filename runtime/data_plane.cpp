@@ -97,6 +97,12 @@ bool unix_address(const caf::node_id& node, sockaddr_un& sa, socklen_t& len) {
 }
 
 void plane_impl::listen_unix() {
+  // Without CAF's middleman a system has no node id ("invalid-node"),
+  // which every such process on the machine shares: the name would be
+  // taken by whichever bound it first, and no peer can name this node
+  // anyway.
+  if (!sys_.node())
+    return;
   sockaddr_un sa;
   socklen_t len = 0;
   if (!unix_address(sys_.node(), sa, len))

@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "apps/actorflow/options.hpp"
 #include "apps/actorflow/progress.hpp"
 #include "apps/actorflow/shard_writer.hpp"
 #include <google/protobuf/io/coded_stream.h>
@@ -25,9 +26,6 @@
 namespace af::cli {
 
 namespace {
-
-constexpr int exit_failure = 1;
-constexpr int exit_usage = 2;
 
 struct output_options {
   std::string prefix;

@@ -258,7 +258,8 @@ struct node_fixture : test::fixture {
   std::promise<std::vector<batch>> got;
   caf::actor receiver;
 
-  explicit node_fixture(bool local_sockets = true) {
+  // With the middleman: the Unix socket is named for the node's id.
+  explicit node_fixture(bool local_sockets = true) : test::fixture(true) {
     data_plane::options opts;
     opts.listen_host = "127.0.0.1";
     opts.local_sockets = local_sockets;

@@ -16,12 +16,14 @@
 
 namespace af::test {
 
-config::config(size_t threads, const char* policy) {
+config::config(size_t threads, const char* policy, bool network) {
   af::add_message_types(*this);
   engine_options opts;
   opts.threads = threads;
   opts.scheduler = policy;
   af::apply(opts, *this);
+  if (network)
+    af::enable_network(*this);
 }
 
 int64_t option(const topology::Stage& s, const std::string& key,

@@ -33,8 +33,12 @@ struct observations {
   std::vector<batch> collected;
 };
 
+/// `network`: with CAF's middleman loaded (runtime/system.hpp's
+/// enable_network), so that the system has a node id of its own, as a
+/// node has (without it every process's is "invalid-node").
 struct config : caf::actor_system_config {
-  explicit config(size_t threads = 2, const char* policy = "sharing");
+  explicit config(size_t threads = 2, const char* policy = "sharing",
+                  bool network = false);
 };
 
 /// Built-in types plus:
@@ -56,6 +60,7 @@ int64_t option(const topology::Stage& s, const std::string& key,
 
 /// An actor system with the test registry: what most stream tests need.
 struct fixture {
+  explicit fixture(bool network = false) : cfg(2, "sharing", network) {}
   std::shared_ptr<observations> obs = std::make_shared<observations>();
   registry reg = make_registry(obs);
   config cfg;
