@@ -14,7 +14,7 @@ struct batcher_config {
   bool drop_remainder = false; // drop each epoch's incomplete last batch
 };
 
-batcher_config config_of(const topology::Stage& s) {
+batcher_config batcher_config_of(const topology::Stage& s) {
   batcher_config c;
   c.batch_size = s.batcher().batch_size();
   c.drop_remainder = s.batcher().drop_remainder();
@@ -150,7 +150,7 @@ stage_type batcher_type() {
     return {};
   };
   t.make = [](const stage_info&, const topology::Stage& s) {
-    return std::make_shared<batcher>(config_of(s));
+    return std::make_shared<batcher>(batcher_config_of(s));
   };
   return t;
 }

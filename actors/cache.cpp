@@ -24,7 +24,7 @@ struct cache_config {
   std::string spill_dir; // of the spill file; empty: $TMPDIR, else /tmp
 };
 
-cache_config config_of(const topology::Stage& s) {
+cache_config cache_config_of(const topology::Stage& s) {
   auto& p = s.cache();
   cache_config c;
   if (p.has_epochs())
@@ -289,7 +289,7 @@ stage_type cache_type() {
     return {};
   };
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<cache>(info, config_of(s));
+    return std::make_shared<cache>(info, cache_config_of(s));
   };
   return t;
 }

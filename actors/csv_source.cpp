@@ -33,7 +33,7 @@ struct csv_config : file_source_config {
   bool shuffle_files = false; // a new file order each epoch
 };
 
-csv_config config_of(const topology::Stage& s) {
+csv_config csv_source_config_of(const topology::Stage& s) {
   auto& p = s.csv_source();
   csv_config c;
   read_file_source_config(p, c);
@@ -282,7 +282,7 @@ private:
   uint64_t skipped_ = 0;
 };
 
-std::string check(const topology::Stage& s) {
+std::string check_csv_source(const topology::Stage& s) {
   if (s.config_case() != topology::Stage::kCsvSource)
     return "needs a csv_source { files: ... column { ... } } block";
   auto& p = s.csv_source();
@@ -310,7 +310,7 @@ std::string check(const topology::Stage& s) {
   if (!p.on_bad_row().empty() && p.on_bad_row() != "fail"
       && p.on_bad_row() != "skip")
     return "csv_source.on_bad_row must be \"fail\" or \"skip\"";
-  auto c = config_of(s);
+  auto c = csv_source_config_of(s);
   if (auto problem = check_file_source_config(c); !problem.empty())
     return problem;
   try {
@@ -329,9 +329,9 @@ stage_type csv_source_type() {
   t.kind = stage_kind::source;
   t.description = "reads CSV files into typed columns";
   t.blocking = true;
-  t.check = check;
+  t.check = check_csv_source;
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<csv_source>(info, config_of(s));
+    return std::make_shared<csv_source>(info, csv_source_config_of(s));
   };
   return t;
 }

@@ -22,7 +22,7 @@ struct ctr_config {
   double zipf = 1.1; // skew of the id frequencies; 0: uniform
 };
 
-ctr_config config_of(const topology::Stage& s) {
+ctr_config ctr_source_config_of(const topology::Stage& s) {
   ctr_config c;
   auto& p = s.ctr_source();
   if (p.has_records())
@@ -108,11 +108,11 @@ private:
   std::vector<float> weights_;
 };
 
-std::string check(const topology::Stage& s) {
+std::string check_ctr_source(const topology::Stage& s) {
   if (s.config_case() != topology::Stage::kCtrSource
       && s.config_case() != topology::Stage::CONFIG_NOT_SET)
     return "expects a ctr_source { ... } block";
-  auto c = config_of(s);
+  auto c = ctr_source_config_of(s);
   if (c.records < 0)
     return "records must be >= 0";
   if (c.features < 1 || c.vocabulary < 1)
@@ -137,9 +137,9 @@ stage_type ctr_source_type() {
   t.reassignable = true;
   t.description = "synthetic click logs from a planted logistic model "
                   "(ids, label, logit)";
-  t.check = check;
+  t.check = check_ctr_source;
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<ctr_source>(info, config_of(s));
+    return std::make_shared<ctr_source>(info, ctr_source_config_of(s));
   };
   return t;
 }

@@ -52,7 +52,7 @@ struct evaluator_config {
   std::string reference; // f32 field of reference scores; empty: none
 };
 
-evaluator_config config_of(const topology::Stage& s) {
+evaluator_config evaluator_config_of(const topology::Stage& s) {
   evaluator_config c;
   auto& p = s.evaluator();
   c.every_steps = p.every_steps();
@@ -65,7 +65,7 @@ evaluator_config config_of(const topology::Stage& s) {
 class evaluator : public stage_logic {
 public:
   evaluator(const stage_info& info, const topology::Stage& s)
-    : info_(info), cfg_(config_of(s)) {
+    : info_(info), cfg_(evaluator_config_of(s)) {
     if (!info.context || !info.context->topology)
       throw std::runtime_error("an evaluator runs inside a job");
     spec_ = training_spec_of(*info.context->topology);
@@ -225,11 +225,11 @@ private:
   double loss_ = 0, accuracy_ = 0, auc_ = 0.5, reference_auc_ = 0;
 };
 
-std::string check(const topology::Stage& s) {
+std::string check_evaluator(const topology::Stage& s) {
   if (s.config_case() != topology::Stage::kEvaluator
       && s.config_case() != topology::Stage::CONFIG_NOT_SET)
     return "expects an evaluator { ... } block";
-  auto c = config_of(s);
+  auto c = evaluator_config_of(s);
   if (c.every_steps < 0)
     return "every_steps must be >= 0 (0: only at the end)";
   if (!valid_device_spec(c.device))
@@ -252,7 +252,7 @@ stage_type evaluator_type() {
   // It waits for the shards in finish(), so it cannot answer a checkpoint
   // cut; on resume it reads its held-out split again.
   t.replay_on_resume = true;
-  t.check = check;
+  t.check = check_evaluator;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<evaluator>(info, s);
   };

@@ -64,7 +64,7 @@ struct parse_config {
   std::vector<feature_spec> features; // required, at least one
 };
 
-parse_config config_of(const topology::Stage& s) {
+parse_config example_parse_config_of(const topology::Stage& s) {
   auto& p = s.example_parse();
   parse_config c;
   if (!p.input().empty())
@@ -449,7 +449,7 @@ private:
   tf::Example example_;
 };
 
-std::string check(const topology::Stage& s) {
+std::string check_example_parse(const topology::Stage& s) {
   if (s.config_case() != topology::Stage::kExampleParse)
     return "needs an example_parse { feature { ... } } block";
   auto& c = s.example_parse();
@@ -492,9 +492,9 @@ stage_type example_parse_type() {
   t.kind = stage_kind::transform;
   t.one_to_one = true;
   t.description = "parses tf.Example records into typed feature tensors";
-  t.check = check;
+  t.check = check_example_parse;
   t.make = [](const stage_info&, const topology::Stage& s) {
-    return std::make_shared<example_parse>(config_of(s));
+    return std::make_shared<example_parse>(example_parse_config_of(s));
   };
   return t;
 }

@@ -384,7 +384,7 @@ private:
   std::vector<filter_clause> clauses_;
 };
 
-std::string check(const topology::Stage& s) {
+std::string check_filter(const topology::Stage& s) {
   if (s.config_case() != topology::Stage::kFilter)
     return "needs a filter { where: \"...\" } block";
   if (s.filter().where().empty())
@@ -406,7 +406,7 @@ stage_type filter_type() {
   t.kind = stage_kind::transform;
   t.one_to_one = true;
   t.description = "keeps the records for which every where clause holds";
-  t.check = check;
+  t.check = check_filter;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<filter>(info, s);
   };

@@ -28,7 +28,7 @@ struct hash_feature {
   int64_t buckets = 0;
 };
 
-std::vector<hash_feature> features_of(const topology::Stage& s) {
+std::vector<hash_feature> hash_features_of(const topology::Stage& s) {
   auto& p = s.hash_bucket();
   std::vector<hash_feature> out;
   for (auto& f : p.feature())
@@ -48,7 +48,7 @@ bool hash_of(const std::string& name, string_hash& out) {
   return true;
 }
 
-std::string check(const topology::Stage& s) {
+std::string check_hash_bucket(const topology::Stage& s) {
   if (s.config_case() != topology::Stage::kHashBucket)
     return "needs a hash_bucket { feature { input: \"...\" buckets: N } } "
            "block";
@@ -120,13 +120,13 @@ stage_type hash_bucket_type() {
   t.one_to_one = true;
   t.description = "maps string fields to ids in [0, buckets) by xxHash or "
                   "TensorFlow's FarmHash Fingerprint64";
-  t.check = check;
+  t.check = check_hash_bucket;
   t.make = [](const stage_info&, const topology::Stage& s) {
-    if (auto problem = check(s); !problem.empty())
+    if (auto problem = check_hash_bucket(s); !problem.empty())
       throw std::invalid_argument(problem);
     string_hash hash{};
     hash_of(s.hash_bucket().hash(), hash);
-    return std::make_shared<hash_bucket>(features_of(s), hash);
+    return std::make_shared<hash_bucket>(hash_features_of(s), hash);
   };
   return t;
 }

@@ -14,7 +14,7 @@ struct idx_config : file_source_config {
   std::string labels; // the labels' IDX file; required
 };
 
-idx_config config_of(const topology::Stage& s) {
+idx_config idx_source_config_of(const topology::Stage& s) {
   auto& p = s.idx_source();
   idx_config c;
   read_file_source_config(p, c);
@@ -121,7 +121,7 @@ stage_type idx_source_type() {
   t.check = [](const topology::Stage& s) -> std::string {
     if (s.config_case() != topology::Stage::kIdxSource)
       return "needs an idx_source { images: \"...\" labels: \"...\" } block";
-    auto c = config_of(s);
+    auto c = idx_source_config_of(s);
     if (c.images.empty() || c.labels.empty())
       return "idx_source.images and idx_source.labels are required";
     if (auto problem = check_file_source_config(c); !problem.empty())
@@ -134,7 +134,7 @@ stage_type idx_source_type() {
     return {};
   };
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<idx_source>(info, config_of(s));
+    return std::make_shared<idx_source>(info, idx_source_config_of(s));
   };
   return t;
 }

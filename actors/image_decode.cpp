@@ -53,7 +53,7 @@ int gpu_ordinal(const std::string& device) {
   }
 }
 
-decode_config config_of(const topology::Stage& s) {
+decode_config image_decode_config_of(const topology::Stage& s) {
   auto& p = s.image_decode();
   decode_config c;
   if (!p.input().empty())
@@ -386,7 +386,7 @@ private:
   uint64_t cpu_decodes_ = 0;               // ... images it left to the CPU
 };
 
-std::string check(const topology::Stage& s) {
+std::string check_image_decode(const topology::Stage& s) {
   if (s.config_case() != topology::Stage::kImageDecode)
     return "needs an image_decode { height: H width: W } block";
   auto& p = s.image_decode();
@@ -407,7 +407,7 @@ std::string check(const topology::Stage& s) {
   if ((p.scale_size() != 0 && p.scale_size() != 2)
       || (p.ratio_size() != 0 && p.ratio_size() != 2))
     return "image_decode.scale and ratio take two values (low, high)";
-  // Not config_of(s): it would index the lists before their sizes are
+  // Not image_decode_config_of(s): it would index the lists before their sizes are
   // checked.
   auto channels =
     p.has_channels() ? p.channels() : int64_t{decode_config{}.channels};
@@ -445,9 +445,9 @@ stage_type image_decode_type() {
   t.kind = stage_kind::transform;
   t.one_to_one = true;
   t.description = "decodes JPEG images, crops/resizes/flips/normalizes";
-  t.check = check;
+  t.check = check_image_decode;
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<image_decode>(info, config_of(s));
+    return std::make_shared<image_decode>(info, image_decode_config_of(s));
   };
   return t;
 }

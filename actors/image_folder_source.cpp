@@ -18,7 +18,7 @@ struct image_folder_config : file_source_config {
   bool shuffle_files = false; // a new order each epoch
 };
 
-image_folder_config config_of(const topology::Stage& s) {
+image_folder_config image_folder_source_config_of(const topology::Stage& s) {
   auto& p = s.image_folder_source();
   image_folder_config c;
   read_file_source_config(p, c);
@@ -120,7 +120,7 @@ stage_type image_folder_source_type() {
   t.check = [](const topology::Stage& s) -> std::string {
     if (s.config_case() != topology::Stage::kImageFolderSource)
       return "needs an image_folder_source { dir: \"...\" } block";
-    auto c = config_of(s);
+    auto c = image_folder_source_config_of(s);
     if (auto problem = check_file_source_config(c); !problem.empty())
       return problem;
     try {
@@ -131,7 +131,7 @@ stage_type image_folder_source_type() {
     return {};
   };
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<image_folder_source>(info, config_of(s));
+    return std::make_shared<image_folder_source>(info, image_folder_source_config_of(s));
   };
   return t;
 }

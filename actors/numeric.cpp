@@ -42,7 +42,7 @@ struct numeric_feature {
   }
 };
 
-std::vector<numeric_feature> features_of(const topology::Stage& s) {
+std::vector<numeric_feature> numeric_features_of(const topology::Stage& s) {
   std::vector<numeric_feature> out;
   for (auto& f : s.numeric().feature()) {
     numeric_feature c;
@@ -118,7 +118,7 @@ std::string check_feature(const topology::NumericFeature& f,
   return {};
 }
 
-std::string check(const topology::Stage& s) {
+std::string check_numeric(const topology::Stage& s) {
   if (s.config_case() != topology::Stage::kNumeric)
     return "needs a numeric { feature { input: \"...\" op: \"...\" } } "
            "block";
@@ -240,11 +240,11 @@ stage_type numeric_type() {
   t.kind = stage_kind::transform;
   t.one_to_one = true;
   t.description = "transforms numeric fields: log1p, standardize, bucketize";
-  t.check = check;
+  t.check = check_numeric;
   t.make = [](const stage_info&, const topology::Stage& s) {
-    if (auto problem = check(s); !problem.empty())
+    if (auto problem = check_numeric(s); !problem.empty())
       throw std::invalid_argument(problem);
-    return std::make_shared<numeric>(features_of(s));
+    return std::make_shared<numeric>(numeric_features_of(s));
   };
   return t;
 }

@@ -19,7 +19,7 @@ struct outlet_config {
   int64_t in_flight = 4; // batches delivered and not yet answered
 };
 
-outlet_config config_of(const topology::Stage& s) {
+outlet_config outlet_config_of(const topology::Stage& s) {
   outlet_config c;
   if (s.outlet().has_in_flight())
     c.in_flight = s.outlet().in_flight();
@@ -117,7 +117,7 @@ stage_type outlet_type() {
         + "\"] to the actor that receives its batches (outlets serve "
           "applications that embed ActorFlow, docs/embedding.md; `actorflow "
           "run` has none)");
-    auto cfg = config_of(s);
+    auto cfg = outlet_config_of(s);
     return std::make_shared<outlet>(*info.context->system, info.name,
                                     it->second,
                                     static_cast<size_t>(cfg.in_flight));

@@ -22,7 +22,7 @@ struct padded_batch_config {
   bool drop_remainder = false;
 };
 
-padded_batch_config config_of(const topology::Stage& s) {
+padded_batch_config padded_batch_config_of(const topology::Stage& s) {
   auto& p = s.padded_batch();
   padded_batch_config c;
   c.boundaries.assign(p.bucket_boundaries().begin(),
@@ -170,7 +170,7 @@ private:
   uint64_t epoch_ = 0;
 };
 
-std::string check(const topology::Stage& s) {
+std::string check_padded_batch(const topology::Stage& s) {
   if (s.config_case() != topology::Stage::kPaddedBatch)
     return "needs a padded_batch { batch_size: N } block";
   auto& p = s.padded_batch();
@@ -215,9 +215,9 @@ stage_type padded_batch_type() {
   t.kind = stage_kind::transform;
   t.description = "batches variable-length records, padded, optionally "
                   "bucketed by length";
-  t.check = check;
+  t.check = check_padded_batch;
   t.make = [](const stage_info&, const topology::Stage& s) {
-    return std::make_shared<padded_batch>(config_of(s));
+    return std::make_shared<padded_batch>(padded_batch_config_of(s));
   };
   return t;
 }

@@ -16,7 +16,7 @@ struct shuffle_config {
   bool same_order_each_epoch = false; // else a new order each epoch
 };
 
-shuffle_config config_of(const topology::Stage& s) {
+shuffle_config shuffle_config_of(const topology::Stage& s) {
   auto& p = s.shuffle();
   shuffle_config c;
   c.buffer_size = p.buffer_size();
@@ -193,7 +193,7 @@ stage_type shuffle_type() {
     return {};
   };
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<shuffle>(info, config_of(s));
+    return std::make_shared<shuffle>(info, shuffle_config_of(s));
   };
   return t;
 }

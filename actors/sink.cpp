@@ -17,7 +17,7 @@ struct sink_config {
   std::string record_id_field = "index"; // the batch field of their ids
 };
 
-sink_config config_of(const topology::Stage& s) {
+sink_config sink_config_of(const topology::Stage& s) {
   auto& p = s.sink();
   sink_config c;
   c.work_ns_per_item = p.work_ns_per_item();
@@ -89,7 +89,7 @@ stage_type sink_type() {
     return {};
   };
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<sink>(info, config_of(s));
+    return std::make_shared<sink>(info, sink_config_of(s));
   };
   return t;
 }

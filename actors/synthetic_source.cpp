@@ -16,7 +16,7 @@ struct source_config {
   int64_t classes = 10; // of tensor "label": the record's index mod classes
 };
 
-source_config config_of(const topology::Stage& s) {
+source_config synthetic_source_config_of(const topology::Stage& s) {
   source_config c;
   auto& p = s.synthetic_source();
   if (p.has_records())
@@ -60,11 +60,11 @@ private:
   source_config cfg_;
 };
 
-std::string check(const topology::Stage& s) {
+std::string check_synthetic_source(const topology::Stage& s) {
   if (s.config_case() != topology::Stage::kSyntheticSource
       && s.config_case() != topology::Stage::CONFIG_NOT_SET)
     return "expects a synthetic_source { ... } block";
-  auto c = config_of(s);
+  auto c = synthetic_source_config_of(s);
   if (c.records < 0)
     return "records must be >= 0";
   if (c.record_bytes < 1)
@@ -86,9 +86,9 @@ stage_type synthetic_source_type() {
   t.kind = stage_kind::source;
   t.reassignable = true;
   t.description = "generates records in memory (tensors x: u8, label: i64)";
-  t.check = check;
+  t.check = check_synthetic_source;
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<synthetic_source>(info, config_of(s));
+    return std::make_shared<synthetic_source>(info, synthetic_source_config_of(s));
   };
   return t;
 }

@@ -24,7 +24,7 @@ struct count_config {
   int64_t count = 0; // records passed (take) or dropped (skip); required
 };
 
-count_config config_of(const topology::Stage& s, bool take) {
+count_config take_config_of(const topology::Stage& s, bool take) {
   count_config c;
   c.count = take ? s.take().count() : s.skip().count();
   return c;
@@ -116,7 +116,7 @@ stage_type make_type(const char* name, bool take) {
   };
   t.make = [take](const stage_info&,
                   const topology::Stage& s) -> std::shared_ptr<stage_logic> {
-    auto cfg = config_of(s, take);
+    auto cfg = take_config_of(s, take);
     if (take)
       return std::make_shared<take_records>(cfg.count);
     return std::make_shared<skip_records>(cfg.count);

@@ -34,7 +34,7 @@ struct sink_config {
   bool gzip = false;
 };
 
-sink_config config_of(const topology::Stage& s) {
+sink_config tfrecord_sink_config_of(const topology::Stage& s) {
   auto& p = s.tfrecord_sink();
   sink_config c;
   c.path = p.path();
@@ -287,7 +287,7 @@ private:
   std::string scratch_;
 };
 
-std::string check(const topology::Stage& s) {
+std::string check_tfrecord_sink(const topology::Stage& s) {
   if (s.config_case() != topology::Stage::kTfrecordSink)
     return "needs a tfrecord_sink { path: \"...\" } block";
   auto& p = s.tfrecord_sink();
@@ -317,9 +317,9 @@ stage_type tfrecord_sink_type() {
   t.kind = stage_kind::sink;
   t.blocking = true;
   t.description = "writes records as tf.Examples into TFRecord files";
-  t.check = check;
+  t.check = check_tfrecord_sink;
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<tfrecord_sink>(info, config_of(s));
+    return std::make_shared<tfrecord_sink>(info, tfrecord_sink_config_of(s));
   };
   return t;
 }

@@ -26,7 +26,7 @@ struct tfrecord_config : file_source_config {
   bool shuffle_files = false; // a new file order each epoch
 };
 
-tfrecord_config config_of(const topology::Stage& s) {
+tfrecord_config tfrecord_source_config_of(const topology::Stage& s) {
   auto& p = s.tfrecord_source();
   tfrecord_config c;
   read_file_source_config(p, c);
@@ -347,7 +347,7 @@ private:
   std::vector<int64_t> index_;
 };
 
-std::string check(const topology::Stage& s) {
+std::string check_tfrecord_source(const topology::Stage& s) {
   if (s.config_case() != topology::Stage::kTfrecordSource)
     return "needs a tfrecord_source { files: \"...\" } block";
   auto& p = s.tfrecord_source();
@@ -361,7 +361,7 @@ std::string check(const topology::Stage& s) {
   if (!p.on_corrupt().empty() && p.on_corrupt() != "fail"
       && p.on_corrupt() != "skip")
     return "tfrecord_source.on_corrupt must be \"fail\" or \"skip\"";
-  auto cfg = config_of(s);
+  auto cfg = tfrecord_source_config_of(s);
   if (cfg.epochs < 1 || cfg.records_per_item < 1 || cfg.interleave < 1)
     return "epochs, records_per_item and interleave must be >= 1";
   if (p.has_max_record_bytes() && p.max_record_bytes() < 1)
@@ -383,9 +383,9 @@ stage_type tfrecord_source_type() {
   t.description = "reads TFRecord files (plain or gzip), sharded by file";
   t.blocking = true;
   t.reassignable = true;
-  t.check = check;
+  t.check = check_tfrecord_source;
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<tfrecord_source>(info, config_of(s));
+    return std::make_shared<tfrecord_source>(info, tfrecord_source_config_of(s));
   };
   return t;
 }

@@ -22,7 +22,7 @@ struct tokenize_config {
   int64_t max_tokens = 0; // 0: no limit
 };
 
-tokenize_config config_of(const topology::Stage& s) {
+tokenize_config tokenize_config_of(const topology::Stage& s) {
   auto& p = s.tokenize();
   tokenize_config c;
   if (!p.input().empty())
@@ -138,7 +138,7 @@ private:
   vocabulary vocab_;
 };
 
-std::string check(const topology::Stage& s) {
+std::string check_tokenize(const topology::Stage& s) {
   if (s.config_case() != topology::Stage::kTokenize)
     return "needs a tokenize { vocabulary: \"...\" } block";
   auto& p = s.tokenize();
@@ -171,9 +171,9 @@ stage_type tokenize_type() {
   t.kind = stage_kind::transform;
   t.one_to_one = true;
   t.description = "maps the words of a text field to vocabulary ids";
-  t.check = check;
+  t.check = check_tokenize;
   t.make = [](const stage_info&, const topology::Stage& s) {
-    return std::make_shared<tokenize>(config_of(s));
+    return std::make_shared<tokenize>(tokenize_config_of(s));
   };
   return t;
 }

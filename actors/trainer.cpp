@@ -48,7 +48,7 @@ struct trainer_config {
   }
 };
 
-trainer_config config_of(const topology::Stage& s) {
+trainer_config trainer_config_of(const topology::Stage& s) {
   trainer_config c;
   auto& p = s.trainer();
   if (!p.device().empty())
@@ -91,7 +91,7 @@ struct slot {
 class trainer : public stage_logic {
 public:
   trainer(const stage_info& info, const topology::Stage& s)
-    : info_(info), cfg_(config_of(s)) {
+    : info_(info), cfg_(trainer_config_of(s)) {
     if (!info.context || !info.context->topology)
       throw std::runtime_error("a trainer runs inside a job");
     spec_ = training_spec_of(*info.context->topology);
@@ -547,11 +547,11 @@ private:
   std::vector<float> host_values_;
 };
 
-std::string check(const topology::Stage& s) {
+std::string check_trainer(const topology::Stage& s) {
   if (s.config_case() != topology::Stage::kTrainer
       && s.config_case() != topology::Stage::CONFIG_NOT_SET)
     return "expects a trainer { ... } block";
-  auto c = config_of(s);
+  auto c = trainer_config_of(s);
   if (!s.trainer().device().empty() && !c.devices.empty())
     return "set device or devices, not both (devices: one per replica, in "
            "turn)";
@@ -601,7 +601,7 @@ stage_type trainer_type() {
   t.blocking = true; // BLAS/GPU steps and blocking pulls
   t.replicas_may_fail = true;
   t.resend_unfinished = true;
-  t.check = check;
+  t.check = check_trainer;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<trainer>(info, s);
   };

@@ -12,8 +12,8 @@ namespace af {
 
 namespace {
 
-constexpr const char* trainer_type = "trainer";
-constexpr const char* evaluator_type = "evaluator";
+constexpr const char* trainer_type_name = "trainer";
+constexpr const char* evaluator_type_name = "evaluator";
 
 gpu::layer_spec layer_of(const topology::Layer& l) {
   gpu::layer_spec s;
@@ -329,7 +329,7 @@ training_spec read(const topology::Topology& topo,
                         "got \"" + tr.on_nonfinite() + "\""});
   t.fail_on_nonfinite = tr.on_nonfinite() == "fail";
   for (auto& s : topo.stage())
-    if (s.type() == trainer_type)
+    if (s.type() == trainer_type_name)
       t.workers += static_cast<uint32_t>(replicas_of(s));
   t.seed = static_cast<uint64_t>(topo.runtime().seed());
   return t;
@@ -362,9 +362,9 @@ std::vector<topology_problem> check_training(const topology::Topology& topo) {
   int first_user = -1;
   for (int i = 0; i < topo.stage_size(); ++i) {
     auto& type = topo.stage(i).type();
-    if (type == trainer_type)
+    if (type == trainer_type_name)
       ++trainer_stages;
-    if ((type == trainer_type || type == evaluator_type) && first_user < 0)
+    if ((type == trainer_type_name || type == evaluator_type_name) && first_user < 0)
       first_user = i;
   }
   if (first_user < 0) {
@@ -393,7 +393,7 @@ std::vector<topology_problem> check_training(const topology::Topology& topo) {
     auto& s = topo.stage(i);
     // A replica holding a slot waits in its pull for the laggards, and a
     // laggard waits for a slot: a deadlock.
-    if (s.type() == trainer_type && s.trainer().concurrent_steps() > 0
+    if (s.type() == trainer_type_name && s.trainer().concurrent_steps() > 0
         && topo.training().ps().has_staleness())
       problems.push_back(
         {"stage[" + std::to_string(i) + "].trainer.concurrent_steps",
@@ -401,7 +401,7 @@ std::vector<topology_problem> check_training(const topology::Topology& topo) {
            + "': concurrent_steps cannot go with training.ps.staleness (a "
              "replica holding a step slot would wait in its pull for a "
              "replica waiting for a slot); leave one of them unset"});
-    if (s.type() == evaluator_type && !s.evaluator().reference_score().empty()
+    if (s.type() == evaluator_type_name && !s.evaluator().reference_score().empty()
         && spec.softmax())
       problems.push_back(
         {"stage[" + std::to_string(i) + "].evaluator.reference_score",

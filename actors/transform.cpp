@@ -15,7 +15,7 @@ struct transform_config {
   int64_t fail_at_item = -1; // fault injection: this item fails; -1: none
 };
 
-transform_config config_of(const topology::Stage& s) {
+transform_config transform_config_of(const topology::Stage& s) {
   auto& p = s.transform();
   transform_config c;
   c.work_ns_per_record = p.work_ns_per_record();
@@ -83,7 +83,7 @@ stage_type transform_type() {
     return {};
   };
   t.make = [](const stage_info&, const topology::Stage& s) {
-    return std::make_shared<transform>(config_of(s));
+    return std::make_shared<transform>(transform_config_of(s));
   };
   return t;
 }

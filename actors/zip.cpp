@@ -19,7 +19,7 @@ struct zip_config {
   std::vector<std::string> prefixes; // one per input, or none
 };
 
-zip_config config_of(const topology::Stage& s) {
+zip_config zip_config_of(const topology::Stage& s) {
   zip_config c;
   for (auto& in : s.input())
     c.inputs.push_back(in.stage());
@@ -240,7 +240,7 @@ private:
   uint64_t seq_ = 0;
 };
 
-std::string check(const topology::Stage& s) {
+std::string check_zip(const topology::Stage& s) {
   if (s.config_case() != topology::Stage::kZip)
     return "needs a zip { } block";
   if (s.input_size() < 2)
@@ -266,9 +266,9 @@ stage_type zip_type() {
   t.name = "zip";
   t.kind = stage_kind::transform;
   t.description = "pairs the records of its inputs in order (Dataset.zip)";
-  t.check = check;
+  t.check = check_zip;
   t.make = [](const stage_info& info, const topology::Stage& s) {
-    return std::make_shared<zip>(info, config_of(s));
+    return std::make_shared<zip>(info, zip_config_of(s));
   };
   return t;
 }

@@ -77,9 +77,10 @@ endfunction()
 # CMAKE_UNITY_BUILD_BATCH_SIZE (CMake's default, 8) as one file each, so
 # the CAF templates that every source instantiates are compiled once per
 # batch. Only for targets whose sources keep their file-local names apart
-# (af_unity below); the protobuf-generated code and the stages of
-# actors/ (each file has its own config_of() and check()) are compiled
-# file by file.
+# (af_unity below: a stage's file names its config_of() and check() for
+# the stage, e.g. zip_config_of(), check_zip()); the protobuf-generated
+# code and actors_test, whose files share helper names, are compiled file
+# by file.
 option(AF_UNITY "Compile the targets that allow it as unity builds" ON)
 function(af_unity target)
   if(AF_UNITY)
