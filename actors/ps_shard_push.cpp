@@ -113,6 +113,17 @@ void ps_shard_state::impl::apply(update& u) {
   for (size_t i = 0; i < u.vars.size(); ++i) {
     auto& v = vars[i];
     auto& a = u.vars[i];
+    if (v.spec.buffer) {
+      // A module's buffer: the pushes' changes, added as they are (as if
+      // the trainers' steps had run one after another on these values).
+      if (a.has_first || a.has_dense) {
+        auto* d = a.has_dense ? a.dense.data() : a.first.data_as<float>();
+        auto* x = v.writable();
+        for (size_t e = 0; e < v.dense_size(); ++e)
+          x[e] += d[e];
+      }
+      continue;
+    }
     if (a.has_first && !a.has_dense && a.elements.empty()) {
       v.opt.apply(v.writable(), a.first.data_as<float>(),
                   static_cast<size_t>(a.first.elements()), lr, 1.0f / samples);

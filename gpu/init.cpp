@@ -32,7 +32,11 @@ uint64_t hash_name(std::string_view s) noexcept {
 
 } // namespace
 
+param_store::~param_store() = default;
+
 float initial_value(const param_spec& p, uint64_t seed, uint64_t element) {
+  if (p.initial)
+    return (*p.initial)[element];
   if (p.init_limit == 0)
     return 0.0f;
   record_rng rng{seed, hash_name(p.name), element};

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpu/device.hpp"
+#include "gpu/params.hpp"
 
 namespace af::gpu {
 
@@ -43,20 +44,6 @@ struct model_spec {
   std::string loss;
 };
 
-/// One trainable variable.
-struct param_spec {
-  std::string name; // "<layer index>_<type>/<kernel|bias|table>", e.g. "0_dense/kernel"
-  std::vector<int64_t> shape;
-  /// Embedding tables: pulled and pushed by row, sharded by row.
-  bool sparse = false;
-  /// Glorot-uniform limit sqrt(6 / (fan_in + fan_out)); 0 for biases
-  /// (initialised to 0).
-  float init_limit = 0;
-  int64_t size() const noexcept;
-  /// Floats per row (sparse: dim; dense: the last dimension).
-  int64_t row_size() const noexcept;
-};
-
 /// Checks that the layers fit the input and each other and derives the
 /// parameters. Throws std::invalid_argument with a message naming the
 /// layer ("layer 2 (dense): ...") and the shapes that do not fit. dense
@@ -67,33 +54,21 @@ std::vector<param_spec> param_specs(const model_spec& spec);
 /// Outputs per sample of the last layer.
 int64_t output_width(const model_spec& spec);
 
-/// The initial value of element `element` (row-major index in the full
-/// variable) of `p`, from the job seed only: every shard, whatever its
-/// slice, and every run compute the same value.
-float initial_value(const param_spec& p, uint64_t seed, uint64_t element);
-
 /// Forward and backward of a whole model on one device.
-class model {
+class model : public param_store {
 public:
   /// Throws std::invalid_argument as param_specs() does.
   model(model_spec spec, device& dev);
-  ~model();
+  ~model() override;
   model(const model&) = delete;
   model& operator=(const model&) = delete;
 
   const model_spec& spec() const noexcept;
-  const std::vector<param_spec>& params() const noexcept;
-  device& dev() noexcept;
-
-  /// Device storage of parameter i and of its gradient. Dense: the whole
-  /// variable. Sparse: a local table of the rows this step touches (see
-  /// set_local_rows), row j of it standing for the j-th distinct id.
-  darray& value(size_t i);
-  darray& grad(size_t i);
-  /// Sparse parameter i holds `rows` rows this step (reallocates if
-  /// needed; contents undefined until uploaded). Throws
-  /// std::invalid_argument for a dense parameter.
-  void set_local_rows(size_t i, int64_t rows);
+  const std::vector<param_spec>& params() const noexcept override;
+  device& dev() noexcept override;
+  darray& value(size_t i) override;
+  darray& grad(size_t i) override;
+  void set_local_rows(size_t i, int64_t rows) override;
 
   struct step_result {
     double loss_sum = 0; // summed over the batch

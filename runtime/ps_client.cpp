@@ -150,13 +150,13 @@ void ps_client::impl::start_pull() {
     send_pull(i);
 }
 
-double ps_client::pull(gpu::model& m, uint64_t clock,
+double ps_client::pull(gpu::param_store& m, uint64_t clock,
                        const std::vector<int64_t>& rows) {
   pull_async(clock, rows);
   return pull_wait(m);
 }
 
-void ps_client::impl::take_params(gpu::model& m, uint32_t s, ps_params& p,
+void ps_client::impl::take_params(gpu::param_store& m, uint32_t s, ps_params& p,
                                   std::vector<bool>& seen) {
   if (remote(s))
     network_bytes += bytes_of(p.slices);
@@ -191,7 +191,7 @@ void ps_client::impl::take_params(gpu::model& m, uint32_t s, ps_params& p,
   }
 }
 
-double ps_client::pull_wait(gpu::model& m) {
+double ps_client::pull_wait(gpu::param_store& m) {
   auto& d = *impl_;
   auto k = static_cast<uint32_t>(d.shards.size());
   if (!d.pulling)
@@ -219,7 +219,7 @@ double ps_client::pull_wait(gpu::model& m) {
     .count();
 }
 
-void ps_client::impl::await_pull(gpu::model& m, std::vector<bool>& seen) {
+void ps_client::impl::await_pull(gpu::param_store& m, std::vector<bool>& seen) {
   // Hand the handles over first: a failure below must not leave them.
   auto sent = std::move(pending);
   auto asked = std::move(pending_req);

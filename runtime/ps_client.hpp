@@ -14,7 +14,7 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "gpu/model.hpp"
+#include "gpu/params.hpp"
 #include "runtime/ps.hpp"
 
 namespace af {
@@ -60,14 +60,14 @@ public:
   /// Pulls the dense variables and `rows` of the sparse one into `m`
   /// (uploading them to its device) as worker clock `clock`; waits as the
   /// staleness bound says. Returns the seconds spent waiting.
-  double pull(gpu::model& m, uint64_t clock, const std::vector<int64_t>& rows);
+  double pull(gpu::param_store& m, uint64_t clock, const std::vector<int64_t>& rows);
 
   /// pull() in two halves: send the requests now, take the answers into
   /// `m` later (a trainer prefetches the next step's parameters while it
   /// computes). One pull may be outstanding at a time. pull_wait returns
   /// the seconds since pull_async.
   void pull_async(uint64_t clock, const std::vector<int64_t>& rows);
-  double pull_wait(gpu::model& m);
+  double pull_wait(gpu::param_store& m);
 
   /// Pushes the gradients in `m` (sums over `samples`) as step `step`;
   /// `rows` names the sparse variable's local rows. topk_fraction > 0
@@ -84,7 +84,7 @@ public:
     uint64_t staleness_max = 0;
     double staleness_mean = 0;
   };
-  push_result push(gpu::model& m, uint64_t step, uint64_t samples,
+  push_result push(gpu::param_store& m, uint64_t step, uint64_t samples,
                    const std::vector<int64_t>& rows, double topk_fraction);
   /// push(), then pull_async(clock, next_rows), in one request per shard
   /// each way instead of two (ps_step_atom) when every shard's push and
@@ -96,7 +96,7 @@ public:
   /// request's answers themselves and drop its parameters. A pull that a
   /// staleness bound holds back is asked again, with its push, every few
   /// seconds: use it with unbounded staleness (the trainer does).
-  push_result push_then_pull(gpu::model& m, uint64_t step, uint64_t samples,
+  push_result push_then_pull(gpu::param_store& m, uint64_t step, uint64_t samples,
                              const std::vector<int64_t>& rows,
                              double topk_fraction, uint64_t clock,
                              const std::vector<int64_t>& next_rows);

@@ -21,7 +21,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/system_messages.hpp>
 
-#include "gpu/model.hpp"
+#include "gpu/params.hpp"
 #include "runtime/coordinator.hpp"
 #include "runtime/data_plane.hpp"
 #include "runtime/ps.hpp"
@@ -171,9 +171,9 @@ struct ps_client::impl {
   void plan_pull(uint64_t clock, const std::vector<int64_t>& rows);
   // Waits for the outstanding pull's answers (pull requests) and takes
   // them into `m`.
-  void await_pull(gpu::model& m, std::vector<bool>& seen);
+  void await_pull(gpu::param_store& m, std::vector<bool>& seen);
   // Takes one answer of shard s into `m`; `seen`: the shards answered.
-  void take_params(gpu::model& m, uint32_t s, ps_params& p,
+  void take_params(gpu::param_store& m, uint32_t s, ps_params& p,
                    std::vector<bool>& seen);
 
   // --- push (ps_client_push.cpp) ---------------------------------------
@@ -192,20 +192,20 @@ struct ps_client::impl {
   // of the gradients in `m` and the shard of each, built, and the previous
   // push's acknowledgements collected (in the result, which names a
   // variable with NaN or Inf).
-  push_result start_push(gpu::model& m, uint64_t step, uint64_t samples,
+  push_result start_push(gpu::param_store& m, uint64_t step, uint64_t samples,
                          const std::vector<int64_t>& rows,
                          double topk_fraction, std::vector<ps_push>& messages,
                          std::vector<uint32_t>& to);
   // The name of the first variable whose gradient holds NaN or Inf, or "".
-  std::string first_nonfinite(gpu::model& m,
+  std::string first_nonfinite(gpu::param_store& m,
                               const std::vector<int64_t>& rows) const;
   // Every variable's gradient into `plan`, until one holds NaN or Inf
   // (its name goes to `nonfinite`).
-  void slice_gradients(gpu::model& m, const std::vector<int64_t>& rows,
+  void slice_gradients(gpu::param_store& m, const std::vector<int64_t>& rows,
                        double topk_fraction, push_plan& plan,
                        std::string& nonfinite);
   tensor values_for(uint32_t s, uint64_t e) const;
-  void slice_dense(gpu::model& m, size_t var, push_plan& plan,
+  void slice_dense(gpu::param_store& m, size_t var, push_plan& plan,
                    std::string& nonfinite) const;
   void slice_sparse(const std::vector<float>& g, size_t var,
                     const std::vector<int64_t>& rows, push_plan& plan) const;
@@ -233,7 +233,7 @@ struct ps_client::impl {
   }
   // Waits for the outstanding steps' answers: the acknowledgements are
   // noted, the parameters taken into `m`, or dropped when `m` is null.
-  void await_steps(gpu::model* m, std::vector<bool>& seen);
+  void await_steps(gpu::param_store* m, std::vector<bool>& seen);
   void collect_acks(push_result& result);
 
   // --- recovery (ps_client_recovery.cpp) -------------------------------

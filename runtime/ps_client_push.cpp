@@ -34,7 +34,7 @@ size_t grad_count(const gpu::param_spec& p, const std::vector<int64_t>& rows) {
 
 } // namespace
 
-ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
+ps_client::push_result ps_client::push(gpu::param_store& m, uint64_t step,
                                        uint64_t samples,
                                        const std::vector<int64_t>& rows,
                                        double topk_fraction) {
@@ -49,7 +49,7 @@ ps_client::push_result ps_client::push(gpu::model& m, uint64_t step,
 }
 
 ps_client::push_result
-ps_client::push_then_pull(gpu::model& m, uint64_t step, uint64_t samples,
+ps_client::push_then_pull(gpu::param_store& m, uint64_t step, uint64_t samples,
                           const std::vector<int64_t>& rows,
                           double topk_fraction, uint64_t clock,
                           const std::vector<int64_t>& next_rows) {
@@ -79,7 +79,7 @@ ps_client::push_then_pull(gpu::model& m, uint64_t step, uint64_t samples,
 }
 
 ps_client::push_result ps_client::impl::start_push(
-  gpu::model& m, uint64_t step, uint64_t samples,
+  gpu::param_store& m, uint64_t step, uint64_t samples,
   const std::vector<int64_t>& rows, double topk_fraction,
   std::vector<ps_push>& messages, std::vector<uint32_t>& to) {
   failpoint("ps.push.before");
@@ -123,7 +123,7 @@ ps_client::impl::plan_push(uint64_t step, uint64_t samples,
 }
 
 std::string
-ps_client::impl::first_nonfinite(gpu::model& m,
+ps_client::impl::first_nonfinite(gpu::param_store& m,
                                  const std::vector<int64_t>& rows) const {
   std::vector<float> g;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -136,14 +136,14 @@ ps_client::impl::first_nonfinite(gpu::model& m,
   return {};
 }
 
-void ps_client::impl::slice_gradients(gpu::model& m,
+void ps_client::impl::slice_gradients(gpu::param_store& m,
                                       const std::vector<int64_t>& rows,
                                       double topk_fraction, push_plan& plan,
                                       std::string& nonfinite) {
   std::vector<float> g;
   for (size_t i = 0; i < params.size() && nonfinite.empty(); ++i) {
     auto& spec = params[i];
-    if (!spec.sparse && topk_fraction <= 0) {
+    if (!spec.sparse && (topk_fraction <= 0 || spec.buffer)) {
       slice_dense(m, i, plan, nonfinite);
       continue;
     }
@@ -173,7 +173,7 @@ tensor ps_client::impl::values_for(uint32_t s, uint64_t e) const {
 }
 
 // Straight from the device into the pushed slices: one copy.
-void ps_client::impl::slice_dense(gpu::model& m, size_t i, push_plan& plan,
+void ps_client::impl::slice_dense(gpu::param_store& m, size_t i, push_plan& plan,
                                   std::string& nonfinite) const {
   auto& spec = params[i];
   auto k = static_cast<uint32_t>(shards.size());
@@ -359,7 +359,7 @@ void ps_client::impl::send_steps(std::vector<ps_push> messages) {
   stepping = true;
 }
 
-void ps_client::impl::await_steps(gpu::model* m, std::vector<bool>& seen) {
+void ps_client::impl::await_steps(gpu::param_store* m, std::vector<bool>& seen) {
   // Hand the handles over first: a failure below must not leave them.
   auto waiting = std::move(steps);
   auto pushed = std::move(steps_push);
