@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/host_batch.hpp"
+#include "actors/torchscript_model.hpp"
 #include "actors/training_spec.hpp"
 #include "runtime/ps_client.hpp"
 #include "runtime/topology.hpp"
@@ -70,7 +71,11 @@ public:
       throw std::runtime_error("an evaluator runs inside a job");
     spec_ = training_spec_of(*info.context->topology);
     dev_ = gpu::make_device(cfg_.device);
-    model_ = std::make_unique<gpu::model>(spec_.model, *dev_);
+    if (spec_.torchscript)
+      torch_ = std::make_unique<torchscript_model>(spec_, *dev_, false);
+    else
+      model_ = std::make_unique<gpu::model>(spec_.model, *dev_);
+    classes_ = spec_.softmax();
     client_ = std::make_unique<ps_client>(*info.context->system,
                                           info.context->service(ps_service),
                                           spec_.params, ps_observer,
@@ -79,7 +84,10 @@ public:
 
   void process(batch&& item, emitter&) override {
     host_batch h;
-    to_host(spec_, item, h, cfg_.reference);
+    if (torch_)
+      torch_->stage(item, h, true, cfg_.reference);
+    else
+      to_host(spec_, item, h, cfg_.reference);
     rows_.insert(h.rows.begin(), h.rows.end());
     records_ += static_cast<uint64_t>(h.n);
     test_.push_back(std::move(h));
@@ -125,7 +133,7 @@ public:
       return;
     out.push_back({"eval_step", static_cast<double>(step_)});
     out.push_back({"test_loss", loss_});
-    if (spec_.softmax())
+    if (classes_)
       out.push_back({"test_accuracy", accuracy_});
     else
       out.push_back({"test_auc", auc_});
@@ -143,7 +151,46 @@ private:
       return;
     }
     std::vector<int64_t> rows(rows_.begin(), rows_.end());
-    client_->pull(*model_, 0, rows);
+    if (torch_) {
+      client_->pull(*torch_, 0, rows);
+      evaluate_torchscript(rows);
+    } else {
+      client_->pull(*model_, 0, rows);
+      evaluate_layers(rows);
+    }
+    step_ = step;
+    ++evaluations_;
+    auto at = static_cast<int64_t>(step);
+    events_.push_back({"test_loss", at, loss_});
+    if (classes_)
+      events_.push_back({"test_accuracy", at, accuracy_});
+    else
+      events_.push_back({"test_auc", at, auc_});
+    log(final);
+  }
+
+  // A TorchScript module: its predictions' shape says what they are
+  // ([n, classes] scores: accuracy; [n] scores: AUC).
+  void evaluate_torchscript(const std::vector<int64_t>& rows) {
+    double loss = 0;
+    int64_t correct = 0, classes = 0;
+    std::vector<float> scores, labels;
+    for (auto& h : test_) {
+      auto r = torch_->evaluate(h, rows, scores, classes);
+      loss += r.loss_sum;
+      correct += r.correct;
+      if (classes == 1)
+        labels.insert(labels.end(), h.binary.begin(), h.binary.end());
+    }
+    auto n = static_cast<double>(records_);
+    loss_ = loss / n;
+    accuracy_ = static_cast<double>(correct) / n;
+    classes_ = classes != 1;
+    if (classes == 1)
+      auc_ = roc_auc(scores, labels);
+  }
+
+  void evaluate_layers(const std::vector<int64_t>& rows) {
     // Batches index the model's local rows through the sorted row list.
     double loss = 0;
     int64_t correct = 0;
@@ -170,20 +217,11 @@ private:
     accuracy_ = static_cast<double>(correct) / n;
     if (!spec_.softmax())
       auc_ = roc_auc(scores, labels);
-    step_ = step;
-    ++evaluations_;
-    auto at = static_cast<int64_t>(step);
-    events_.push_back({"test_loss", at, loss_});
-    if (spec_.softmax())
-      events_.push_back({"test_accuracy", at, accuracy_});
-    else
-      events_.push_back({"test_auc", at, auc_});
-    log(final);
   }
 
   void log(bool final) const {
     auto step = step_;
-    if (spec_.softmax())
+    if (classes_)
       spdlog::info("{}: {}step {}: test loss {:.4f}, accuracy {:.4f} ({} "
                    "records)",
                    info_.label(), final ? "final, " : "", step, loss_,
@@ -215,7 +253,9 @@ private:
   evaluator_config cfg_;
   training_spec spec_;
   std::unique_ptr<gpu::device> dev_;
-  std::unique_ptr<gpu::model> model_;
+  std::unique_ptr<gpu::model> model_; // the built-in layers, or
+  std::unique_ptr<torchscript_model> torch_; // a TorchScript module
+  bool classes_ = true; // accuracy (else AUC) is reported
   std::unique_ptr<ps_client> client_;
   std::vector<host_batch> test_;
   std::set<int64_t> rows_;

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@ struct host_batch {
   bool input_in_place = false;
   bool to_chw = false;
   int64_t height = 0, width = 0, channels = 0; // of each image, if to_chw
+  // A TorchScript model's inputs (torchscript_model::stage): opaque here.
+  std::shared_ptr<const void> staged;
 
   const void* input() const noexcept {
     return local.empty() ? static_cast<const void*>(x.data()) : local.data();

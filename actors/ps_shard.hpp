@@ -143,6 +143,23 @@ std::string check(const ps_shard_config& cfg);
 /// a bad config.
 caf::actor spawn_ps_shard(caf::actor_system& sys, ps_shard_config cfg);
 
+/// One shard's part of the variables, as its snapshot holds them.
+struct ps_snapshot_values {
+  uint32_t shard = 0, shards = 1;
+  struct variable {
+    std::string name;
+    bool sparse = false;
+    std::vector<int64_t> shape;
+    std::vector<int64_t> ids; // sparse: the rows held, in values' order
+    std::vector<float> values; // dense: this shard's slice; sparse: rows
+  };
+  std::vector<variable> vars; // in param_specs() order
+};
+
+/// Reads the values out of a shard's snapshot (`actorflow export`).
+/// Throws std::invalid_argument as a restore would refuse the bytes.
+ps_snapshot_values read_ps_snapshot(const std::string& bytes);
+
 /// The shard's state machine, without CAF: what the actor does with each
 /// message, and which waiting requests each event releases. The actor
 /// only holds the response promises of requests that wait, under tickets

@@ -301,4 +301,32 @@ void ps_shard_state::impl::restore(const std::string& bytes) {
   clocks = std::move(new_clocks);
 }
 
+ps_snapshot_values read_ps_snapshot(const std::string& bytes) {
+  ps_shard_stats stats;
+  std::string type;
+  std::vector<variable_state> vs;
+  std::vector<worker_state> ws;
+  std::vector<clock_state> cs;
+  ps_snapshot_values out;
+  try {
+    load_state(bytes, snapshot_tag, stats, out.shards, type, vs, ws, cs);
+  } catch (const std::invalid_argument& e) {
+    fail(refusal(bytes, e.what()));
+  }
+  out.shard = stats.shard;
+  if (out.shards == 0 || out.shard >= out.shards)
+    fail("a snapshot of shard " + std::to_string(out.shard) + " of "
+         + std::to_string(out.shards));
+  for (auto& v : vs) {
+    ps_snapshot_values::variable x;
+    x.name = std::move(v.name);
+    x.sparse = v.sparse;
+    x.shape = std::move(v.shape);
+    x.ids = std::move(v.ids.values);
+    x.values = std::move(v.values.values);
+    out.vars.push_back(std::move(x));
+  }
+  return out;
+}
+
 } // namespace af

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -14,6 +15,7 @@
 #include "actors/record_id_log.hpp"
 #include "actors/step_slots.hpp"
 #include "actors/step_timing.hpp"
+#include "actors/torchscript_model.hpp"
 #include "actors/training_spec.hpp"
 #include "gpu/cpu_threads.hpp"
 #include "runtime/ps_client.hpp"
@@ -101,7 +103,10 @@ public:
     dev_->set_precision(prec);
     if (!dev_->is_cuda()) // its share of the cores for BLAS threads
       blas_ = std::make_unique<gpu::blas_share>();
-    model_ = std::make_unique<gpu::model>(spec_.model, *dev_);
+    if (spec_.torchscript)
+      torch_ = std::make_unique<torchscript_model>(spec_, *dev_, true);
+    else
+      model_ = std::make_unique<gpu::model>(spec_.model, *dev_);
     client_ = std::make_unique<ps_client>(*info.context->system,
                                           info.context->service(ps_service),
                                           spec_.params, info.replica,
@@ -163,13 +168,17 @@ public:
     if (timing_now_)
       dev_->set_timing(true);
     host_timed(timing_now_, timing_.prepare, [&] {
-      next.in_place = on_this_gpu(item);
-      to_host(spec_, item, next.host, "", next.in_place.byte_size() > 0);
+      if (torch_) {
+        torch_->stage(item, next.host, false);
+      } else {
+        next.in_place = on_this_gpu(item);
+        to_host(spec_, item, next.host, "", next.in_place.byte_size() > 0);
+        stage(next);
+      }
       ++staged_;
       in_place_ += next.host.input_in_place ? 1 : 0;
       if (ids_)
         ids_->take(item, next.ids);
-      stage(next);
     });
     // The batch staged before this one is on its way to the device: train
     // on it while this one's copy is queued.
@@ -335,6 +344,8 @@ private:
   }
 
   void upload(slot& s) {
+    if (torch_) // on the CPU, read where it is
+      return;
     auto in = s.host.input_bytes();
     dev_->upload_async(s.x.get(), s.pinned, in);
     dev_->upload_async(s.labels.get(), static_cast<char*>(s.pinned) + in,
@@ -345,7 +356,7 @@ private:
   // its parameters into the model; the time blocked counts as waiting.
   void take_prefetched() {
     auto begin = clock_type::now();
-    client_->pull_wait(*model_);
+    client_->pull_wait(store());
     wait_params_s_ += seconds_since(begin);
     prefetched_ = false;
   }
@@ -366,7 +377,7 @@ private:
       if (prefetched_)
         take_prefetched();
       else
-        wait_params_s_ += client_->pull(*model_, clock, cur.host.rows);
+        wait_params_s_ += client_->pull(store(), clock, cur.host.rows);
     });
     // cur's data is on the device
     host_timed(timing_now_, timing_.input_wait, [&] { dev_->wait_uploads(); });
@@ -385,8 +396,9 @@ private:
                 ^ mix64(clock);
     auto r = host_timed(timing_now_, timing_.compute, [&] {
       dev_->compute_begin();
-      auto out = model_->train_step(input_of(cur), cur.labels.get(),
-                                    cur.host.n, seed);
+      auto out = torch_ ? torch_->train_step(cur.host)
+                        : model_->train_step(input_of(cur), cur.labels.get(),
+                                             cur.host.n, seed);
       dev_->compute_end();
       return out;
     });
@@ -411,25 +423,30 @@ private:
     auto pushed = host_timed(timing_now_, timing_.push, [&] {
       if (next != nullptr && !prefetched_ && !spec_.staleness && !step_slots_) {
         prefetched_ = true;
-        return client_->push_then_pull(*model_, steps_,
+        return client_->push_then_pull(store(), steps_,
                                        static_cast<uint64_t>(cur.host.n),
                                        cur.host.rows, cfg_.topk_fraction,
                                        steps_, next->host.rows);
       }
-      return client_->push(*model_, steps_, static_cast<uint64_t>(cur.host.n),
+      return client_->push(store(), steps_, static_cast<uint64_t>(cur.host.n),
                            cur.host.rows, cfg_.topk_fraction);
     });
     cur.full = false;
     account(pushed);
     if (!pushed.nonfinite.empty()) {
+      // A TorchScript module's loss is its own: say when it is the cause.
+      auto what = std::isfinite(r.loss_sum)
+                    ? "gradient of variable '" + pushed.nonfinite + "'"
+                    : "loss of '" + spec_.torchscript->file
+                        + "' (and so the gradient of variable '"
+                        + pushed.nonfinite + "')";
       if (spec_.fail_on_nonfinite)
-        throw input_error("gradient of variable '" + pushed.nonfinite
-                                 + "' has NaN or Inf at step "
-                                 + std::to_string(steps_));
+        throw input_error(what + " has NaN or Inf at step "
+                          + std::to_string(steps_));
       if (skipped_++ < 10)
-        spdlog::warn("{}: gradient of variable '{}' has NaN or Inf at step "
-                     "{}; step skipped ({} so far)",
-                     info_.label(), pushed.nonfinite, steps_, skipped_);
+        spdlog::warn("{}: {} has NaN or Inf at step {}; step skipped ({} so "
+                     "far)",
+                     info_.label(), what, steps_, skipped_);
       return;
     }
     // Trained: its gradients are pushed (a skipped step trained nothing).
@@ -462,19 +479,19 @@ private:
   // top-k sparsification changes the gradient buffers.
   void summarize_variables(int64_t samples, size_t local_rows) {
     auto step = static_cast<int64_t>(client_->read_version());
-    auto& params = model_->params();
+    auto& params = store().params();
     for (size_t i = 0; i < params.size(); ++i) {
       auto& p = params[i];
       auto n = static_cast<size_t>(p.size());
       if (p.sparse) // the rows this step touched
         n = std::min(local_rows * static_cast<size_t>(p.row_size()),
-                     model_->value(i).bytes() / sizeof(float));
+                     store().value(i).bytes() / sizeof(float));
       host_values_.resize(n);
-      dev_->download(host_values_.data(), model_->value(i).get(),
+      dev_->download(host_values_.data(), store().value(i).get(),
                      n * sizeof(float));
       histograms_.push_back(
         summarize("weights/" + p.name, step, host_values_.data(), n));
-      dev_->download(host_values_.data(), model_->grad(i).get(),
+      dev_->download(host_values_.data(), store().grad(i).get(),
                      n * sizeof(float));
       histograms_.push_back(
         summarize("gradients/" + p.name, step, host_values_.data(), n,
@@ -492,6 +509,12 @@ private:
     if (ids_)
       ids_->restore(respawned_at_, "the shards' clock of this worker");
     respawned_at_ = 0;
+  }
+
+  gpu::param_store& store() {
+    if (torch_)
+      return *torch_;
+    return *model_;
   }
 
   // Staleness comes with the acknowledgements of the push before.
@@ -523,7 +546,8 @@ private:
   training_spec spec_;
   std::unique_ptr<gpu::blas_share> blas_; // on the CPU device
   std::unique_ptr<gpu::device> dev_;
-  std::unique_ptr<gpu::model> model_;
+  std::unique_ptr<gpu::model> model_; // the built-in layers, or
+  std::unique_ptr<torchscript_model> torch_; // a TorchScript module
   std::unique_ptr<ps_client> client_;
   std::unique_ptr<record_id_log> ids_; // null: record ids not listed
   std::shared_ptr<step_slots> step_slots_; // null: concurrent_steps unset

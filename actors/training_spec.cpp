@@ -1,10 +1,15 @@
 #include "actors/training_spec.hpp"
 
 #include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <stdexcept>
 
+#include "actors/torchscript_model.hpp"
 #include "runtime/topology.hpp"
 #include "runtime/wire_dtype.hpp"
 
@@ -221,6 +226,148 @@ void read_inputs(const topology::TrainingModel& m, training_spec& t,
   t.model.layers.push_back(f);
 }
 
+// The module's bytes: as the topology carries them (the loader fills them
+// in from the file), else read from the file.
+std::shared_ptr<const std::string>
+module_bytes(const topology::TorchScriptModel& ts, std::string& error) {
+  if (!ts.module().empty())
+    return std::make_shared<const std::string>(ts.module());
+  std::ifstream in{ts.file(), std::ios::binary};
+  if (!in) {
+    error = "cannot open '" + ts.file() + "': " + std::strerror(errno);
+    return nullptr;
+  }
+  auto bytes = std::make_shared<std::string>(
+    std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{});
+  if (in.bad()) {
+    error = "cannot read '" + ts.file() + "'";
+    return nullptr;
+  }
+  return bytes;
+}
+
+// training.model.torchscript: the module's variables, its inputs in their
+// order, and the tables its categorical inputs look their ids up in.
+void read_torchscript_model(const topology::TrainingModel& m,
+                            training_spec& t,
+                            std::vector<topology_problem>& problems) {
+  const std::string at = "training.model.";
+  auto& ts = m.torchscript();
+  auto before = problems.size();
+  if (!m.input().empty() || m.input_shape_size() > 0 || m.layer_size() > 0
+      || !m.loss().empty())
+    problems.push_back({at + "torchscript",
+                        "training.model: a TorchScript model has no input, "
+                        "input_shape, layer or loss (its module and inputs "
+                        "say all of it)"});
+  if (ts.file().empty()) {
+    problems.push_back({at + "torchscript.file",
+                        "training.model.torchscript.file must name the "
+                        "module's file (torch.jit.save)"});
+    return;
+  }
+  torchscript_spec spec;
+  spec.file = ts.file();
+  std::string error;
+  spec.module = module_bytes(ts, error);
+  if (!spec.module) {
+    problems.push_back({at + "torchscript.file",
+                        "training.model.torchscript.file: " + error});
+    return;
+  }
+  // Nodes receive the module inside the topology's text (octal escapes:
+  // up to 4 bytes a byte), which is limited to max_topology_bytes.
+  if (spec.module->size() > max_topology_bytes / 4 - (64u << 10))
+    problems.push_back({at + "torchscript.file",
+                        "training.model.torchscript.file: '" + ts.file()
+                          + "' is " + std::to_string(spec.module->size())
+                          + " bytes; a module travels to the nodes inside "
+                            "the topology, which holds at most "
+                          + std::to_string((max_topology_bytes / 4) >> 20)
+                          + " MiB of it"});
+  // Tables, as a model with named inputs declares them.
+  std::map<std::string, std::pair<int64_t, int64_t>> tables; // offset, rows
+  for (int i = 0; i < m.table_size(); ++i) {
+    auto& tb = m.table(i);
+    auto path = at + "table[" + std::to_string(i) + "]";
+    if (tb.name().empty() || tables.count(tb.name()) > 0)
+      problems.push_back({path + ".name",
+                          "training.model.table needs a unique name, got \""
+                            + tb.name() + "\""});
+    else if (tb.rows() <= 0)
+      problems.push_back({path + ".rows",
+                          "training.model.table '" + tb.name()
+                            + "': rows must be > 0, got "
+                            + std::to_string(tb.rows())});
+    else {
+      tables[tb.name()] = {spec.table_rows, tb.rows()};
+      spec.table_rows += tb.rows();
+    }
+  }
+  spec.embedding_dim = m.has_embedding_dim() ? m.embedding_dim() : 16;
+  if (spec.table_rows > 0 && spec.embedding_dim < 1)
+    problems.push_back({at + "embedding_dim",
+                        "training.model.embedding_dim must be >= 1, got "
+                          + std::to_string(spec.embedding_dim)});
+  std::set<std::string> fields;
+  std::vector<std::string> names;
+  for (int i = 0; i < m.inputs_size(); ++i) {
+    auto& in = m.inputs(i);
+    auto path = at + "inputs[" + std::to_string(i) + "]";
+    model_input x;
+    x.field = in.field();
+    if (x.field.empty() || !fields.insert(x.field).second) {
+      problems.push_back({path + ".field",
+                          "training.model.inputs needs a batch field, each "
+                          "once, got \"" + x.field + "\""});
+      continue;
+    }
+    if (in.has_width())
+      problems.push_back({path + ".width",
+                          "training.model.inputs '" + x.field
+                            + "': a TorchScript model takes the field's own "
+                              "shape; leave width unset"});
+    if (!in.table().empty()) {
+      auto it = tables.find(in.table());
+      if (it == tables.end())
+        problems.push_back({path + ".table",
+                            "training.model.inputs '" + x.field
+                              + "' names table '" + in.table()
+                              + "', which training.model.table does not "
+                                "declare"});
+      else {
+        x.table = in.table();
+        x.offset = it->second.first;
+        x.rows = it->second.second;
+      }
+    }
+    names.push_back(x.field);
+    spec.inputs.push_back(std::move(x));
+  }
+  if (m.inputs_size() == 0)
+    problems.push_back({at + "inputs",
+                        "training.model.inputs must list the batch fields "
+                        "that the module's forward takes, in its order"});
+  if (problems.size() != before)
+    return;
+  try {
+    auto info = read_torchscript(*spec.module, spec.file, names);
+    t.params = std::move(info.variables);
+  } catch (const std::exception& ex) {
+    problems.push_back({at + "torchscript.file", ex.what()});
+    return;
+  }
+  if (spec.table_rows > 0) {
+    gpu::param_spec p;
+    p.name = "tables";
+    p.shape = {spec.table_rows, spec.embedding_dim};
+    p.sparse = true;
+    p.init_limit = 0.05f; // as the built-in embedding tables
+    t.params.push_back(std::move(p));
+  }
+  t.torchscript = std::move(spec);
+}
+
 // "layer 2 (dense): ..." of a model whose layer 0 is the features layer:
 // the user's layer 1, as the topology numbers it.
 std::string renumber_layer(const std::string& msg) {
@@ -244,7 +391,9 @@ training_spec read(const topology::Topology& topo,
   t.label = m.label().empty() ? "label" : m.label();
   bool named = m.inputs_size() > 0 || m.table_size() > 0;
   auto before = problems.size();
-  if (named)
+  if (m.has_torchscript())
+    read_torchscript_model(m, t, problems);
+  else if (named)
     read_inputs(m, t, problems);
   else
     t.model.input_shape.assign(m.input_shape().begin(),
@@ -252,7 +401,9 @@ training_spec read(const topology::Topology& topo,
   for (auto& l : m.layer())
     t.model.layers.push_back(layer_of(l));
   t.model.loss = m.loss().empty() ? "softmax_cross_entropy" : m.loss();
-  if (named) {
+  if (m.has_torchscript()) {
+    // (read above)
+  } else if (named) {
     if (problems.size() == before) {
       try {
         t.params = gpu::param_specs(t.model);
@@ -401,8 +552,30 @@ std::vector<topology_problem> check_training(const topology::Topology& topo) {
            + "': concurrent_steps cannot go with training.ps.staleness (a "
              "replica holding a step slot would wait in its pull for a "
              "replica waiting for a slot); leave one of them unset"});
+    if (spec.torchscript
+        && (s.type() == trainer_type_name || s.type() == evaluator_type_name)) {
+      std::vector<std::string> devices;
+      if (s.type() == trainer_type_name) {
+        devices.assign(s.trainer().devices().begin(),
+                       s.trainer().devices().end());
+        devices.push_back(s.trainer().device());
+      } else {
+        devices.push_back(s.evaluator().device());
+      }
+      for (auto& d : devices)
+        if (!d.empty() && d != "cpu") {
+          auto field = s.type() == trainer_type_name ? ".trainer.device"
+                                                     : ".evaluator.device";
+          problems.push_back(
+            {"stage[" + std::to_string(i) + "]" + field,
+             "stage '" + s.name() + "': device \"" + d
+               + "\": this build runs TorchScript models on the cpu only ("
+               + torchscript_device_note() + ")"});
+          break;
+        }
+    }
     if (s.type() == evaluator_type_name && !s.evaluator().reference_score().empty()
-        && spec.softmax())
+        && spec.softmax() && !spec.torchscript)
       problems.push_back(
         {"stage[" + std::to_string(i) + "].evaluator.reference_score",
          "stage '" + s.name()

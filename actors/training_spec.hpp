@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,17 @@ struct model_input {
   bool categorical() const noexcept { return !table.empty(); }
 };
 
+/// training.model.torchscript, read (actors/torchscript_model.hpp).
+struct torchscript_spec {
+  std::string file;
+  std::shared_ptr<const std::string> module; // the file's bytes
+  /// forward's arguments, in the topology's order: numeric inputs, and
+  /// categorical ones with their table's offset into `tables`.
+  std::vector<model_input> inputs;
+  int64_t embedding_dim = 0; // floats per table row
+  int64_t table_rows = 0;    // every table end to end; 0: no tables
+};
+
 struct training_spec {
   gpu::model_spec model;
   std::vector<gpu::param_spec> params;
@@ -48,6 +60,9 @@ struct training_spec {
   bool fail_on_nonfinite = false;
   uint32_t workers = 0;     // trainer replicas in the topology
   uint64_t seed = 0;
+  /// A TorchScript model (model.layers and inputs are then empty; params
+  /// are the module's variables, then "tables" when it has tables).
+  std::optional<torchscript_spec> torchscript;
   bool softmax() const noexcept {
     return model.loss == "softmax_cross_entropy";
   }

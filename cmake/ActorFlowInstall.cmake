@@ -1,6 +1,6 @@
 # `cmake --install`: the libraries, the public headers and the CMake package
 # (docs/embedding.md). Layout under the prefix:
-#   lib/libaf_{proto,runtime,gpu,actors}.a
+#   lib/libaf_{proto,runtime,gpu,actors}.a (and libaf_torchscript.a with libtorch)
 #   include/actorflow/{runtime,actors,proto}/...   (included as "runtime/x.hpp")
 #   lib/cmake/ActorFlow/ActorFlowConfig.cmake, ...ConfigVersion.cmake,
 #     ActorFlowTargets.cmake, ActorFlowDependencies.cmake, FindCAF.cmake
@@ -25,7 +25,13 @@ add_library(ActorFlow::runtime ALIAS af_runtime)
 add_library(ActorFlow::gpu ALIAS af_gpu)
 add_library(ActorFlow::actors ALIAS af_actors)
 
-install(TARGETS af_proto af_runtime af_gpu af_actors
+# With libtorch, af_actors links af_torchscript (TorchScript models).
+set(AF_INSTALLED_LIBRARIES af_proto af_runtime af_gpu af_actors)
+if(AF_HAVE_TORCH)
+  set_target_properties(af_torchscript PROPERTIES EXPORT_NAME torchscript)
+  list(APPEND AF_INSTALLED_LIBRARIES af_torchscript)
+endif()
+install(TARGETS ${AF_INSTALLED_LIBRARIES}
   EXPORT ActorFlowTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <iterator>
 #include <functional>
 #include <map>
 #include <sys/stat.h>
@@ -498,6 +499,22 @@ void sort_errors(std::vector<topology_error>& errors) {
                    [](auto& a, auto& b) { return a.line < b.line; });
 }
 
+// A TorchScript model's file goes with the topology (to the nodes, in its
+// text), read once here; one that cannot be read is left for the training
+// check to report with its field.
+void inline_model_file(topology::Topology& spec) {
+  if (!spec.has_training() || !spec.training().model().has_torchscript())
+    return;
+  auto* ts = spec.mutable_training()->mutable_model()->mutable_torchscript();
+  if (!ts->module().empty() || ts->file().empty())
+    return;
+  std::ifstream in{ts->file(), std::ios::binary};
+  std::string bytes{std::istreambuf_iterator<char>{in},
+                    std::istreambuf_iterator<char>{}};
+  if (in && !bytes.empty())
+    ts->set_module(std::move(bytes));
+}
+
 } // namespace
 
 load_result load_topology_text(std::string_view text, const std::string& name,
@@ -528,6 +545,7 @@ load_result load_topology_text(std::string_view text, const std::string& name,
     sort_errors(result.errors);
     return result;
   }
+  inline_model_file(spec);
   validator v{name, spec, tree, reg, result.errors};
   auto topo = v.run();
   if (result.errors.empty()) {

@@ -16,6 +16,7 @@
 #include "apps/actorflow/cmd_validate.hpp"
 #include "apps/actorflow/convert.hpp"
 #include "apps/actorflow/generate.hpp"
+#include "apps/actorflow/export.hpp"
 #include "apps/actorflow/inspect.hpp"
 #include "apps/actorflow/options.hpp"
 #include "runtime/registry.hpp"
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
   add_convert(app, action);
   add_generate(app, action);
   add_inspect(app, action);
+  add_export(app, action);
 
   try {
     app.parse(argc, argv);

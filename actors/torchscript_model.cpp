@@ -1,0 +1,666 @@
+// A TorchScript module as the job's model, on libtorch (the CPU build
+// Debian ships as libtorch-dev). Compiled only when CMake found libtorch;
+// torchscript_missing.cpp stands in otherwise.
+#include "actors/torchscript_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include <ATen/Parallel.h>
+#include <torch/script.h>
+
+#include "gpu/cpu_threads.hpp"
+#include "gpu/layers.hpp"
+#include "runtime/stage.hpp"
+
+namespace af {
+
+namespace {
+
+// What a libtorch error says, in one line: the last one (its messages
+// start with a TorchScript traceback, and c10::Error's what() ends with a
+// C++ backtrace that what_without_backtrace leaves out).
+std::string gist(const std::string& what) {
+  auto end = what.find_last_not_of(" \n\r\t");
+  if (end == std::string::npos)
+    return what;
+  auto begin = what.rfind('\n', end);
+  begin = begin == std::string::npos ? 0 : begin + 1;
+  begin = what.find_first_not_of(" \t", begin);
+  return what.substr(begin, end + 1 - begin);
+}
+
+std::string first_line(const c10::Error& e) {
+  return gist(e.what_without_backtrace());
+}
+
+torch::jit::Module load_module(const std::string& bytes,
+                               const std::string& file) {
+  std::istringstream in{bytes};
+  try {
+    return torch::jit::load(in, torch::kCPU);
+  } catch (const c10::Error& e) {
+    throw std::invalid_argument("'" + file
+                                + "' is not a TorchScript file that "
+                                  "torch.jit.load can read (torch.jit.save "
+                                  "writes one): "
+                                + first_line(e));
+  }
+}
+
+std::vector<int64_t> shape_of(const torch::Tensor& t) {
+  return {t.sizes().begin(), t.sizes().end()};
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  return gpu::shape_string(s);
+}
+
+// A tensor's values as floats (row-major).
+std::shared_ptr<const std::vector<float>> floats_of(const torch::Tensor& t) {
+  auto f = t.detach().to(torch::kFloat).contiguous();
+  auto* p = f.data_ptr<float>();
+  return std::make_shared<const std::vector<float>>(p, p + f.numel());
+}
+
+std::vector<std::string> forward_args(const torch::jit::Module& m,
+                                      const std::string& file) {
+  auto method = m.find_method("forward");
+  if (!method)
+    throw std::invalid_argument("'" + file + "' has no forward method");
+  std::vector<std::string> names;
+  auto& args = method->function().getSchema().arguments();
+  for (size_t i = 1; i < args.size(); ++i) // 0: self
+    names.push_back(args[i].name());
+  return names;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (auto& x : v)
+    s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+c10::ScalarType scalar_type_of(dtype t, const std::string& field) {
+  switch (t) {
+    case dtype::u8:
+      return torch::kByte;
+    case dtype::i32:
+      return torch::kInt;
+    case dtype::i64:
+      return torch::kLong;
+    case dtype::f16:
+      return torch::kHalf;
+    case dtype::bf16:
+      return torch::kBFloat16;
+    case dtype::f32:
+      return torch::kFloat;
+    case dtype::f64:
+      return torch::kDouble;
+    case dtype::bytes:
+      break;
+  }
+  throw input_error("field '" + field
+                    + "' holds strings (bytes); a TorchScript model takes "
+                      "numeric fields only (decode or parse it first)");
+}
+
+const tensor& field_of(const batch& b, const std::string& name) {
+  if (auto* t = b.find(name))
+    return *t;
+  std::string have;
+  for (auto& f : b.fields)
+    have += (have.empty() ? "" : ", ") + f.name;
+  throw input_error("the batch has no field '" + name + "' (it has: " + have
+                    + ")");
+}
+
+// An integer field's value i (i32 or i64; others are refused before).
+int64_t int_at(const tensor& t, int64_t i) {
+  return t.type() == dtype::i64 ? t.data_as<int64_t>()[i]
+                                : t.data_as<int32_t>()[i];
+}
+
+// A batch as the module takes it.
+struct staged_inputs {
+  std::vector<tensor> fields; // by input: the batch's tensor
+  // By input: the table row of each id (categorical inputs; else empty).
+  std::vector<std::vector<int64_t>> rows;
+};
+
+} // namespace
+
+bool torchscript_available(std::string*) {
+  return true;
+}
+
+std::string torchscript_device_note() {
+  return "the libtorch it links has no CUDA; docs/training.md, \"Your own "
+         "model\", says how to build against one that has";
+}
+
+torchscript_info read_torchscript(const std::string& bytes,
+                                  const std::string& file,
+                                  const std::vector<std::string>& inputs) {
+  auto m = load_module(bytes, file);
+  torchscript_info info;
+  info.args = forward_args(m, file);
+  if (info.args.size() != inputs.size())
+    throw std::invalid_argument(
+      "forward of '" + file + "' takes (" + joined(info.args)
+      + "), training.model.inputs lists (" + joined(inputs)
+      + "): forward takes the inputs' fields, in their order");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (info.args[i] != inputs[i])
+      throw std::invalid_argument(
+        "forward of '" + file + "' takes '" + info.args[i]
+        + "' where training.model.inputs[" + std::to_string(i)
+        + "] is field '" + inputs[i]
+        + "': name forward's arguments as the fields, in the order of "
+          "training.model.inputs");
+  for (const auto& p : m.named_parameters(/*recurse=*/true)) {
+    if (p.value.scalar_type() != torch::kFloat)
+      throw std::invalid_argument(
+        "parameter '" + p.name + "' of '" + file + "' is "
+        + std::string(c10::toString(p.value.scalar_type()))
+        + "; ActorFlow trains float32 parameters (call .float() on the "
+          "module before torch.jit.script)");
+    gpu::param_spec s;
+    s.name = p.name;
+    s.shape = shape_of(p.value);
+    s.initial = floats_of(p.value);
+    info.variables.push_back(std::move(s));
+  }
+  for (const auto& b : m.named_buffers(/*recurse=*/true)) {
+    auto t = b.value.scalar_type();
+    if (!c10::isFloatingType(t) && !c10::isIntegralType(t, false))
+      throw std::invalid_argument(
+        "buffer '" + b.name + "' of '" + file + "' is "
+        + std::string(c10::toString(t))
+        + "; the shards keep floating-point and integer buffers only");
+    gpu::param_spec s;
+    s.name = b.name;
+    s.shape = shape_of(b.value);
+    s.buffer = true;
+    s.initial = floats_of(b.value);
+    info.variables.push_back(std::move(s));
+  }
+  return info;
+}
+
+std::string torchscript_with_values(
+  const std::string& bytes, const std::string& file,
+  const std::map<std::string, std::vector<float>>& values) {
+  auto m = load_module(bytes, file);
+  torch::NoGradGuard no_grad;
+  auto set = [&](const std::string& name, torch::Tensor t) {
+    auto it = values.find(name);
+    if (it == values.end())
+      throw std::invalid_argument("the checkpoint has no variable '" + name
+                                  + "' of '" + file + "'");
+    if (static_cast<int64_t>(it->second.size()) != t.numel())
+      throw std::invalid_argument(
+        "variable '" + name + "' has " + std::to_string(it->second.size())
+        + " values in the checkpoint, '" + file + "' has "
+        + std::to_string(t.numel()) + " (shape " + shape_text(shape_of(t))
+        + ")");
+    auto src = torch::from_blob(const_cast<float*>(it->second.data()),
+                                t.sizes(), torch::kFloat);
+    if (t.is_floating_point())
+      t.copy_(src);
+    else
+      t.copy_(src.round());
+  };
+  for (const auto& p : m.named_parameters(true))
+    set(p.name, p.value);
+  for (const auto& b : m.named_buffers(true))
+    set(b.name, b.value);
+  std::ostringstream out;
+  m.save(out);
+  return out.str();
+}
+
+struct torchscript_model::impl {
+  impl(const training_spec& s, gpu::device& d, bool t)
+    : spec(s), ts(*s.torchscript), dev(d), train(t),
+      module(load_module(*ts.module, ts.file)) {
+    if (dev.is_cuda())
+      throw std::invalid_argument("TorchScript models run on the cpu device: "
+                                  + torchscript_device_note());
+    params = spec.params;
+    module.train(train);
+    values.resize(params.size());
+    grads.resize(params.size());
+    before.resize(params.size());
+    for (const auto& p : module.named_parameters(true))
+      tensors.push_back(p.value);
+    for (const auto& b : module.named_buffers(true))
+      tensors.push_back(b.value);
+    auto own = tensors.size(); // the rest: "tables"
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto& p = params[i];
+      if (p.sparse) {
+        sparse = static_cast<int>(i);
+        continue;
+      }
+      if (i >= own || shape_of(tensors[i]) != p.shape)
+        throw std::invalid_argument("'" + ts.file
+                                    + "' does not hold the variables the "
+                                      "job's model has (variable '"
+                                    + p.name + "')");
+      auto bytes = static_cast<size_t>(p.size()) * sizeof(float);
+      values[i] = gpu::darray(dev, std::max<size_t>(bytes, sizeof(float)));
+      grads[i] = gpu::darray(dev, std::max<size_t>(bytes, sizeof(float)));
+      std::memcpy(values[i].get(), p.initial->data(), bytes);
+      // Float32 tensors live in the pulled memory itself; others (e.g.
+      // batch norm's int64 count) are converted at each step.
+      auto& t = tensors[i];
+      if (t.scalar_type() == torch::kFloat && t.is_contiguous()) {
+        torch::NoGradGuard no_grad;
+        t.set_data(torch::from_blob(values[i].f32(), t.sizes(),
+                                    torch::kFloat));
+        aliased.push_back(true);
+      } else {
+        aliased.push_back(false);
+      }
+    }
+  }
+
+  // The module's tensor i holds variable i's pulled values.
+  void take_values() {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < aliased.size(); ++i) {
+      if (aliased[i]) {
+        if (params[i].buffer && train) {
+          auto n = static_cast<size_t>(params[i].size());
+          before[i].assign(values[i].f32(), values[i].f32() + n);
+        }
+        continue;
+      }
+      auto src = torch::from_blob(values[i].f32(), tensors[i].sizes(),
+                                  torch::kFloat);
+      tensors[i].copy_(tensors[i].is_floating_point() ? src : src.round());
+      if (params[i].buffer && train) {
+        auto n = static_cast<size_t>(params[i].size());
+        before[i].assign(values[i].f32(), values[i].f32() + n);
+      }
+    }
+  }
+
+  // A parameter that forward replaced or reshaped can no longer be pulled
+  // into or pushed from.
+  void check_variables() const {
+    for (size_t i = 0; i < aliased.size(); ++i) {
+      auto& t = tensors[i];
+      if (shape_of(t) != params[i].shape)
+        throw input_error("variable '" + params[i].name + "' of '" + ts.file
+                          + "' changed its shape from "
+                          + shape_text(params[i].shape) + " to "
+                          + shape_text(shape_of(t))
+                          + " in forward; the parameter servers hold it "
+                            "with the shape it was saved with");
+      if (aliased[i] && t.data_ptr() != values[i].get())
+        throw input_error("variable '" + params[i].name + "' of '" + ts.file
+                          + "' was replaced in forward (assign into it "
+                            "in place instead)");
+    }
+  }
+
+  // The module's arguments: numeric fields as they are; categorical ones
+  // as the rows of `table` (the local table, `rows` in order) they look up.
+  std::vector<c10::IValue> arguments(const staged_inputs& st,
+                                     const std::vector<int64_t>& rows,
+                                     const torch::Tensor& table) const {
+    std::vector<c10::IValue> args;
+    for (size_t k = 0; k < ts.inputs.size(); ++k) {
+      auto& f = st.fields[k];
+      auto& in = ts.inputs[k];
+      if (!in.categorical()) {
+        auto t = torch::from_blob(const_cast<std::byte*>(f.data()), f.shape(),
+                                  scalar_type_of(f.type(), in.field));
+        // A copy: the module may write into its inputs, and the batch's
+        // memory may be a cache's that later epochs read again.
+        args.emplace_back(t.clone());
+        continue;
+      }
+      auto& global = st.rows[k];
+      auto idx = torch::empty({static_cast<int64_t>(global.size())},
+                              torch::kLong);
+      auto* p = idx.data_ptr<int64_t>();
+      for (size_t j = 0; j < global.size(); ++j)
+        p[j] = std::lower_bound(rows.begin(), rows.end(), global[j])
+               - rows.begin();
+      auto shape = f.shape();
+      shape.push_back(ts.embedding_dim);
+      args.emplace_back(table.index_select(0, idx).view(shape));
+    }
+    return args;
+  }
+
+  std::string describe(const staged_inputs& st) const {
+    std::string s;
+    for (size_t k = 0; k < ts.inputs.size(); ++k) {
+      auto& f = st.fields[k];
+      s += (s.empty() ? "" : ", ") + ts.inputs[k].field + " "
+           + dtype_name(f.type()) + " " + shape_text(f.shape());
+      if (ts.inputs[k].categorical())
+        s += " -> f32 " + shape_text(f.shape()) + "+["
+             + std::to_string(ts.embedding_dim) + "]";
+    }
+    return s;
+  }
+
+  // forward, and its loss and predictions.
+  struct output {
+    torch::Tensor loss, predictions;
+  };
+  output forward(const staged_inputs& st, std::vector<c10::IValue> args) {
+    c10::IValue out;
+    try {
+      out = module.forward(std::move(args));
+    } catch (const c10::Error& e) {
+      throw input_error("forward of '" + ts.file + "' failed on ("
+                        + describe(st) + "): " + first_line(e));
+    } catch (const std::exception& e) { // the interpreter's own errors
+      throw input_error("forward of '" + ts.file + "' failed on ("
+                        + describe(st) + "): " + gist(e.what()));
+    }
+    output r;
+    if (out.isTensor()) {
+      r.loss = out.toTensor();
+    } else if (out.isTuple() && !out.toTupleRef().elements().empty()
+               && out.toTupleRef().elements()[0].isTensor()) {
+      auto& e = out.toTupleRef().elements();
+      r.loss = e[0].toTensor();
+      if (e.size() > 1 && e[1].isTensor())
+        r.predictions = e[1].toTensor();
+    } else {
+      throw input_error("forward of '" + ts.file + "' returned "
+                        + out.tagKind()
+                        + "; it must return the batch's mean loss (a "
+                          "scalar tensor) or a tuple (loss, predictions)");
+    }
+    if (r.loss.numel() != 1 || !r.loss.is_floating_point())
+      throw input_error("forward of '" + ts.file + "' returned a loss of "
+                        + std::string(c10::toString(r.loss.scalar_type()))
+                        + " " + shape_text(shape_of(r.loss))
+                        + "; the loss must be a floating-point scalar (the "
+                          "batch's mean loss)");
+    return r;
+  }
+
+  // This trainer's or evaluator's share of the cores for libtorch's
+  // threads (OpenMP's count is the calling thread's own).
+  static void set_threads(int n) {
+    if (at::get_num_threads() != n)
+      at::set_num_threads(n);
+  }
+
+  training_spec spec;
+  torchscript_spec ts;
+  gpu::device& dev;
+  bool train;
+  std::vector<gpu::param_spec> params;
+  // Declared before the module: its tensors point into them.
+  std::vector<gpu::darray> values, grads;
+  std::vector<std::vector<float>> before; // buffers before the step
+  torch::jit::Module module;
+  std::vector<torch::Tensor> tensors; // the module's, by variable
+  std::vector<bool> aliased;          // tensor i lives in values[i]
+  int sparse = -1;                    // the "tables" variable
+};
+
+torchscript_model::torchscript_model(const training_spec& spec,
+                                     gpu::device& dev, bool train)
+  : impl_(std::make_unique<impl>(spec, dev, train)) {
+}
+
+torchscript_model::~torchscript_model() {
+  // The module's tensors point into the values: it goes first.
+  if (impl_)
+    impl_->tensors.clear();
+}
+
+const std::vector<gpu::param_spec>& torchscript_model::params() const noexcept {
+  return impl_->params;
+}
+
+gpu::device& torchscript_model::dev() noexcept {
+  return impl_->dev;
+}
+
+gpu::darray& torchscript_model::value(size_t i) {
+  return impl_->values.at(i);
+}
+
+gpu::darray& torchscript_model::grad(size_t i) {
+  return impl_->grads.at(i);
+}
+
+void torchscript_model::set_local_rows(size_t i, int64_t rows) {
+  auto& m = *impl_;
+  const auto& p = m.params.at(i);
+  if (!p.sparse)
+    throw std::invalid_argument("set_local_rows: variable " + p.name
+                                + " is not sparse");
+  auto bytes = static_cast<size_t>(std::max<int64_t>(rows, 1) * p.row_size())
+               * sizeof(float);
+  m.values[i].reserve(m.dev, bytes);
+  m.grads[i].reserve(m.dev, bytes);
+}
+
+void torchscript_model::stage(const batch& b, host_batch& out, bool labels,
+                              const std::string& reference) const {
+  auto& ts = impl_->ts;
+  auto st = std::make_shared<staged_inputs>();
+  int64_t n = -1;
+  std::vector<int64_t> all;
+  for (auto& in : ts.inputs) {
+    auto& f = field_of(b, in.field);
+    if (f.shape().empty())
+      throw input_error("field '" + in.field
+                        + "' is a scalar; a batch field has a first "
+                          "dimension of records");
+    if (n < 0)
+      n = f.rows();
+    else if (f.rows() != n)
+      throw input_error("field '" + in.field + "' has " + std::to_string(f.rows())
+                        + " records, field '" + ts.inputs.front().field
+                        + "' has " + std::to_string(n));
+    scalar_type_of(f.type(), in.field); // refuses strings
+    std::vector<int64_t> rows;
+    if (in.categorical()) {
+      if (f.type() != dtype::i64 && f.type() != dtype::i32)
+        throw input_error("field '" + in.field + "' feeds table '" + in.table
+                          + "' and must hold integer ids (i64 or i32), got "
+                          + dtype_name(f.type()));
+      auto count = f.elements();
+      rows.resize(static_cast<size_t>(count));
+      for (int64_t j = 0; j < count; ++j) {
+        auto id = int_at(f, j);
+        if (id < 0 || id >= in.rows)
+          throw input_error("field '" + in.field + "' value "
+                            + std::to_string(j) + " (of batch "
+                            + std::to_string(b.seq) + "): id "
+                            + std::to_string(id) + " is outside table '"
+                            + in.table + "' (rows 0.."
+                            + std::to_string(in.rows - 1) + ")");
+        rows[static_cast<size_t>(j)] = in.offset + id;
+      }
+      all.insert(all.end(), rows.begin(), rows.end());
+    }
+    st->fields.push_back(f);
+    st->rows.push_back(std::move(rows));
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  out.n = static_cast<int>(n);
+  out.epoch = b.epoch;
+  out.rows = std::move(all);
+  out.classes.clear();
+  out.binary.clear();
+  if (labels) {
+    auto& l = field_of(b, impl_->spec.label);
+    if (l.rows() != n || l.elements() != n)
+      throw input_error("label field '" + impl_->spec.label + "' has "
+                        + std::to_string(l.elements()) + " values for "
+                        + std::to_string(n) + " records");
+    for (int64_t i = 0; i < n; ++i) {
+      double v = 0;
+      switch (l.type()) {
+        case dtype::i64:
+        case dtype::i32:
+          v = static_cast<double>(int_at(l, i));
+          break;
+        case dtype::f32:
+          v = l.data_as<float>()[i];
+          break;
+        case dtype::f64:
+          v = l.data_as<double>()[i];
+          break;
+        default:
+          throw input_error("label field '" + impl_->spec.label
+                            + "' must be i64, i32, f32 or f64, got "
+                            + dtype_name(l.type()));
+      }
+      out.classes.push_back(static_cast<int32_t>(v));
+      out.binary.push_back(static_cast<float>(v));
+    }
+  }
+  out.reference.clear();
+  if (!reference.empty()) {
+    auto& r = field_of(b, reference);
+    if (r.type() != dtype::f32 || r.elements() != n)
+      throw input_error("reference field '" + reference
+                        + "' must be f32 with one value per record");
+    out.reference.assign(r.data_as<float>(), r.data_as<float>() + n);
+  }
+  out.staged = std::move(st);
+}
+
+gpu::model::step_result torchscript_model::train_step(const host_batch& h) {
+  auto& m = *impl_;
+  impl::set_threads(gpu::blas_threads());
+  auto& st = *static_cast<const staged_inputs*>(h.staged.get());
+  m.take_values();
+  torch::Tensor table;
+  if (m.sparse >= 0) {
+    auto rows = std::max<int64_t>(static_cast<int64_t>(h.rows.size()), 1);
+    table = torch::from_blob(m.values[static_cast<size_t>(m.sparse)].f32(),
+                             {rows, m.ts.embedding_dim}, torch::kFloat)
+              .requires_grad_(true);
+  }
+  for (auto& t : m.tensors)
+    if (t.requires_grad())
+      t.mutable_grad() = torch::Tensor();
+  auto out = m.forward(st, m.arguments(st, h.rows, table));
+  if (!out.loss.requires_grad())
+    throw input_error("the loss that forward of '" + m.ts.file
+                      + "' returned depends on no parameter (nothing to "
+                        "train)");
+  try {
+    out.loss.backward();
+  } catch (const c10::Error& e) {
+    throw input_error("backward of '" + m.ts.file + "' failed: "
+                      + first_line(e));
+  }
+  m.check_variables();
+  auto n = static_cast<float>(h.n);
+  for (size_t i = 0; i < m.aliased.size(); ++i) {
+    auto count = static_cast<size_t>(m.params[i].size());
+    auto* g = m.grads[i].f32();
+    if (m.params[i].buffer) {
+      // The change this step made (forward in training mode updates the
+      // running statistics in place).
+      auto now = m.aliased[i]
+                   ? torch::from_blob(m.values[i].f32(),
+                                      {static_cast<int64_t>(count)},
+                                      torch::kFloat)
+                   : m.tensors[i].detach().to(torch::kFloat).reshape(-1);
+      auto* x = now.data_ptr<float>();
+      for (size_t e = 0; e < count; ++e)
+        g[e] = x[e] - m.before[i][e];
+      continue;
+    }
+    auto grad = m.tensors[i].grad();
+    if (!grad.defined()) {
+      std::fill(g, g + count, 0.0f);
+      continue;
+    }
+    auto c = grad.contiguous();
+    auto* x = c.data_ptr<float>();
+    for (size_t e = 0; e < count; ++e)
+      g[e] = x[e] * n;
+  }
+  if (m.sparse >= 0) {
+    auto i = static_cast<size_t>(m.sparse);
+    auto count = h.rows.size() * static_cast<size_t>(m.ts.embedding_dim);
+    auto* g = m.grads[i].f32();
+    auto grad = table.grad();
+    if (!grad.defined()) {
+      std::fill(g, g + count, 0.0f);
+    } else {
+      auto c = grad.contiguous();
+      auto* x = c.data_ptr<float>();
+      for (size_t e = 0; e < count; ++e)
+        g[e] = x[e] * n;
+    }
+  }
+  gpu::model::step_result r;
+  r.loss_sum = out.loss.item<double>() * h.n;
+  return r;
+}
+
+gpu::model::step_result
+torchscript_model::evaluate(const host_batch& h,
+                            const std::vector<int64_t>& rows,
+                            std::vector<float>& scores, int64_t& classes) {
+  auto& m = *impl_;
+  impl::set_threads(1);
+  torch::NoGradGuard no_grad;
+  auto& st = *static_cast<const staged_inputs*>(h.staged.get());
+  m.take_values();
+  torch::Tensor table;
+  if (m.sparse >= 0) {
+    auto n = std::max<int64_t>(static_cast<int64_t>(rows.size()), 1);
+    table = torch::from_blob(m.values[static_cast<size_t>(m.sparse)].f32(),
+                             {n, m.ts.embedding_dim}, torch::kFloat);
+  }
+  auto out = m.forward(st, m.arguments(st, rows, table));
+  gpu::model::step_result r;
+  r.loss_sum = out.loss.item<double>() * h.n;
+  classes = 0;
+  auto& p = out.predictions;
+  if (!p.defined())
+    return r;
+  if (p.dim() == 2 && p.size(0) == h.n && p.size(1) > 1) {
+    classes = p.size(1);
+    auto best = p.argmax(1).to(torch::kLong).contiguous();
+    auto* b = best.data_ptr<int64_t>();
+    for (int i = 0; i < h.n && static_cast<size_t>(i) < h.classes.size(); ++i)
+      r.correct += b[i] == h.classes[static_cast<size_t>(i)] ? 1 : 0;
+    return r;
+  }
+  if (p.numel() != h.n)
+    throw input_error("forward of '" + m.ts.file + "' returned predictions "
+                      + shape_text(shape_of(p)) + " for "
+                      + std::to_string(h.n)
+                      + " records; they must be [n, classes] scores or [n] "
+                        "(or [n, 1]) scores of the positive class");
+  classes = 1;
+  auto s = p.detach().to(torch::kFloat).reshape(-1).contiguous();
+  auto* x = s.data_ptr<float>();
+  for (int i = 0; i < h.n; ++i) {
+    scores.push_back(x[i]);
+    bool positive = x[i] > 0.5f;
+    if (static_cast<size_t>(i) < h.binary.size())
+      r.correct += positive == (h.binary[static_cast<size_t>(i)] > 0.5f);
+  }
+  return r;
+}
+
+} // namespace af
