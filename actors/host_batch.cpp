@@ -50,16 +50,6 @@ void hwc_to_chw(std::vector<float>& x, int64_t n, int64_t h, int64_t w,
   }
 }
 
-const tensor& field_of(const batch& b, const std::string& name) {
-  if (auto* t = b.find(name))
-    return *t;
-  std::string have;
-  for (auto& f : b.fields)
-    have += (have.empty() ? "" : ", ") + f.name;
-  throw input_error("the batch has no field '" + name + "' (it has: " + have
-                    + ")");
-}
-
 // A value of a numeric tensor as float (u8 not scaled).
 float float_at(const tensor& t, int64_t i) {
   switch (t.type()) {
@@ -81,7 +71,7 @@ int64_t named_to_host(const training_spec& spec, const batch& b,
   int64_t n = -1, ids = 0, floats = 0;
   std::vector<const tensor*> xs;
   for (auto& in : spec.inputs) {
-    auto& x = field_of(b, in.field);
+    auto& x = b.field(in.field);
     if (n < 0)
       n = x.rows();
     if (x.rows() != n || x.elements() != n * in.width)
@@ -145,7 +135,7 @@ int64_t named_to_host(const training_spec& spec, const batch& b,
 int64_t dense_to_host(const training_spec& spec, const batch& b,
                       host_batch& out, bool input_in_place) {
   auto field = [&](const std::string& name) -> const tensor& {
-    return field_of(b, name);
+    return b.field(name);
   };
   auto& x = field(spec.input);
   auto n = x.rows();
@@ -239,7 +229,7 @@ int64_t dense_to_host(const training_spec& spec, const batch& b,
 void labels_to_host(const training_spec& spec, const batch& b,
                     host_batch& out, int64_t n, const std::string& reference) {
   auto field = [&](const std::string& name) -> const tensor& {
-    return field_of(b, name);
+    return b.field(name);
   };
   auto& y = field(spec.label);
   if (y.rows() != n || y.elements() != n || !is_int(y.type()))

@@ -1,5 +1,7 @@
 #include "runtime/batch.hpp"
 
+#include "runtime/stage.hpp"
+
 #include <stdexcept>
 
 namespace af {
@@ -15,6 +17,16 @@ const tensor& batch::at(const std::string& name) const {
   if (auto* t = find(name))
     return *t;
   throw std::out_of_range("batch has no tensor named '" + name + "'");
+}
+
+const tensor& batch::field(const std::string& name) const {
+  if (auto* t = find(name))
+    return *t;
+  std::string have;
+  for (auto& f : fields)
+    have += (have.empty() ? "" : ", ") + f.name;
+  throw input_error("the batch has no field '" + name + "' (it has: " + have
+                    + ")");
 }
 
 void batch::set(std::string name, tensor value) {

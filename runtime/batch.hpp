@@ -36,6 +36,11 @@ struct batch {
   const tensor* find(const std::string& name) const noexcept;
   /// The tensor called `name`; throws std::out_of_range naming it if absent.
   const tensor& at(const std::string& name) const;
+  /// The tensor called `name`, for a stage that needs it; throws
+  /// af::input_error (runtime/stage.hpp: bad data, which fails the job)
+  /// naming it and the fields the batch has: "the batch has no field 'x'
+  /// (it has: image, label)".
+  const tensor& field(const std::string& name) const;
   /// Adds or replaces the tensor called `name`. Does not check that its
   /// first dimension matches the other fields' (consumers such as the
   /// batcher and the trainer do, with an af::input_error).
