@@ -8,7 +8,8 @@ trainers run (docs/training.md, "Your own model").
 Debian's python3-torch (1.13) scripts it; the file loads in the libtorch the
 engine is built with. The contract: forward takes the topology's
 training.model.inputs in their order (here the batch fields "image", f32
-[n, 28, 28, 1] from image_decode, and "label", i64 [n]) and returns
+[n, 28, 28] standardized, or [n, 28, 28, 1] from image_decode, and "label",
+i64 [n]) and returns
 (mean loss, predictions); the evaluator takes the predictions' argmax.
 """
 
@@ -73,8 +74,10 @@ class Train(nn.Module):
     def forward(
         self, image: torch.Tensor, label: torch.Tensor
     ) -> Tuple[torch.Tensor, torch.Tensor]:
-        # image_decode gives [n, height, width, channels]; convolutions take
-        # [n, channels, height, width].
+        # image_decode gives [n, height, width, channels] (idx_source [n,
+        # height, width]); convolutions take [n, channels, height, width].
+        if image.dim() == 3:
+            image = image.unsqueeze(3)
         x = image.permute(0, 3, 1, 2)
         if self.training:
             # Half of the images flipped left to right (Fashion-MNIST's
