@@ -511,6 +511,30 @@ case $case_name in
     wait_log w2 "node: job ended" 15
     expect_clean_end
     ;;
+  torchscript)
+    # The nodes run where the module's file is not: only the coordinator,
+    # in $tmp/coord, reads it.
+    [ ! -e clicks.pt ] || fail "the nodes' working directory $PWD has a clicks.pt"
+    start_node w1; start_node w2
+    mkdir -p "$tmp/coord"
+    /usr/bin/python3 "$here/../torchscript/make_modules.py" "$tmp/coord" >/dev/null \
+      || fail "could not script the test modules"
+    topology multi_torchscript "${port[w1]}" "${port[w2]}"
+    cd "$tmp/coord" || fail "no $tmp/coord"
+    run_limited 120 run "$topo" --no-progress
+    cd - >/dev/null || fail "cannot go back"
+    expect_rc 0
+    expect_out "job 'multi-torchscript' finished"
+    node_has w2 "node: started train\[0\]"
+    node_has w2 "node: started train\[1\]"
+    node_has w2 "train\[0\]: [0-9]\+ steps"
+    read_auc
+    awk -v a="$auc" -v r="$ref" 'BEGIN { exit !(r - a <= 0.02) }' \
+      || fail "AUC $auc is more than 0.02 below the planted model's $ref"
+    wait_log w1 "node: job ended" 15
+    wait_log w2 "node: job ended" 15
+    expect_clean_end
+    ;;
   next_job)
     start_node w1; start_node w2
     run_placement

@@ -341,10 +341,12 @@ stage { name: "train" type: "trainer" input { stage: "src" } }
                                "'fc.weight') has NaN or Inf at step 1"));
 }
 
-TEST_CASE_METHOD(fixture, "two trainers train a TorchScript model over the "
-                          "engine's embedding table close to the planted "
-                          "AUC") {
-  auto job = R"(
+namespace {
+
+// Clicks from a planted logistic model, the TorchScript "clicks" module over
+// the engine's table, 2 trainers: `ps` and `trainer` are the blocks' bodies.
+std::string clicks_job(const std::string& ps, const std::string& trainer) {
+  return R"(
 name: "clicks"
 runtime { seed: 5 metrics_interval_s: 0.05 }
 training {
@@ -356,20 +358,27 @@ training {
     inputs { field: "label" }
   }
   optimizer { type: "adagrad" learning_rate: 0.5 }
-  ps { shards: 2 }
+  ps { )" + ps + R"( }
 }
 stage { name: "src" type: "ctr_source"
   ctr_source { records: 20000 features: 4 vocabulary: 100 epochs: 6
                records_per_item: 128 zipf: 0 } }
 stage { name: "train" type: "trainer" replicas: 2
-  input { stage: "src" window: 2 } }
+  input { stage: "src" window: 2 } trainer { )" + trainer + R"( } }
 stage { name: "test" type: "ctr_source"
   ctr_source { records: 4000 features: 4 vocabulary: 100 split_seed: 9
                records_per_item: 1000 zipf: 0 } }
 stage { name: "eval" type: "evaluator" input { stage: "test" }
   evaluator { reference_score: "logit" } }
 )";
-  auto r = run_text(sys, reg, job);
+}
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "two trainers train a TorchScript model over the "
+                          "engine's embedding table close to the planted "
+                          "AUC") {
+  auto r = run_text(sys, reg, clicks_job("shards: 2", "concurrent_steps: 1"));
   INFO(r.error);
   REQUIRE(r.ok);
   auto auc = metric_of(r, "eval[0]", "test_auc");
@@ -377,4 +386,19 @@ stage { name: "eval" type: "evaluator" input { stage: "test" }
   INFO("auc " << auc << ", planted " << best);
   CHECK(best > 0.7);
   CHECK(auc > best - 0.02);
+}
+
+TEST_CASE_METHOD(fixture, "a TorchScript model trains with top-k pushes, "
+                          "staleness-aware rates and 16-bit wire") {
+  auto r = run_text(sys, reg,
+                    clicks_job("shards: 3 staleness: 2 scale_lr_by_staleness: "
+                               "true wire: \"bf16\"",
+                               "topk_fraction: 0.5"));
+  INFO(r.error);
+  REQUIRE(r.ok);
+  auto auc = metric_of(r, "eval[0]", "test_auc");
+  auto best = metric_of(r, "eval[0]", "reference_auc");
+  INFO("auc " << auc << ", planted " << best);
+  CHECK(auc > best - 0.03);
+  CHECK(metric_of(r, "train[0]", "staleness_max") <= 2);
 }
