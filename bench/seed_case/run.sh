@@ -19,6 +19,8 @@
 # Prints a markdown table per round, the medians of the paired speed
 # ratios, and the mean AUC of each system with that difference.
 #   bench/seed_case/run.sh [ROUNDS] [EPOCHS] [DATA...]
+# AF_SEED_CASE_EXAMPLE=criteo_dlrm runs apps/examples/criteo_dlrm.pbtxt
+# (DLRM's dense part as a TorchScript module) as ActorFlow's side instead.
 # AF_SEED_CASE_NODES=0 leaves out the runs with the shards on nodes (a
 # round then takes the ActorFlow run and the TensorFlow run).
 # DATA: DIR or DIR:SEED, the data of bench/seed_case/prepare.sh in DIR,
@@ -63,6 +65,15 @@ done
 work=$(mktemp -d)
 source "$root/bench/multi_process/nodes.sh"
 trap 'stop_nodes; rm -rf "$work"' EXIT
+# ActorFlow's side: criteo_like (the built-in layers), or criteo_dlrm
+# (DLRM's dense part as a TorchScript module over the same tables, scripted
+# here by its companion script).
+example=${AF_SEED_CASE_EXAMPLE:-criteo_like}
+case $example in
+  criteo_like) ;;
+  criteo_dlrm) /usr/bin/python3 "$root/apps/examples/criteo_dlrm.py" --out "$work/criteo_dlrm.pt" >&2 ;;
+  *) echo "run.sh: AF_SEED_CASE_EXAMPLE must be criteo_like or criteo_dlrm, not '$example'" >&2; exit 2 ;;
+esac
 # Per data set D (0, 1, ...): its data, its target AUC (in $work/setD.json
 # for the summary), and the example reading it with EPOCHS epochs, without
 # checkpoints (the peer writes none).
@@ -75,7 +86,8 @@ for i in "${!dirs[@]}"; do
   python3 -c 'import json,sys; json.dump({"dir": sys.argv[1], "seed": int(sys.argv[2]), "planted": float(sys.argv[3]), "target": float(sys.argv[4])}, open(sys.argv[5], "w"))' \
     "$dir" "${data_seeds[$i]}" "$planted" "${targets[$i]}" "$work/set$i.json"
   sed -e "s#build/data/criteo_like#$dir#g" -e "s#^\( *\)epochs: 1\$#\1epochs: $epochs#" \
-      -e '/^checkpoint {/,/^}/d' "$root/apps/examples/criteo_like.pbtxt" >"$work/job$i.pbtxt"
+      -e "s#build/models/$example.pt#$work/$example.pt#" \
+      -e '/^checkpoint {/,/^}/d' "$root/apps/examples/$example.pbtxt" >"$work/job$i.pbtxt"
   grep -q "^    epochs: $epochs\$" "$work/job$i.pbtxt" || { echo "run.sh: could not set the epochs" >&2; exit 1; }
   # The same with the shards on two nodes (their ports are filled in per
   # round: every round starts its own nodes).
