@@ -435,7 +435,7 @@ private:
     account(pushed);
     if (!pushed.nonfinite.empty()) {
       // A TorchScript module's loss is its own: say when it is the cause.
-      auto what = std::isfinite(r.loss_sum)
+      auto what = !spec_.torchscript || std::isfinite(r.loss_sum)
                     ? "gradient of variable '" + pushed.nonfinite + "'"
                     : "loss of '" + spec_.torchscript->file
                         + "' (and so the gradient of variable '"
