@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <sys/stat.h>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -232,6 +233,22 @@ std::shared_ptr<const std::string>
 module_bytes(const topology::TorchScriptModel& ts, std::string& error) {
   if (!ts.module().empty())
     return std::make_shared<const std::string>(ts.module());
+  struct stat info {};
+  if (::stat(ts.file().c_str(), &info) != 0) {
+    error = "cannot open '" + ts.file() + "': " + std::strerror(errno);
+    return nullptr;
+  }
+  if (!S_ISREG(info.st_mode)) {
+    error = "'" + ts.file() + "' is not a regular file";
+    return nullptr;
+  }
+  if (static_cast<uint64_t>(info.st_size) > max_topology_bytes / 4) {
+    error = "'" + ts.file() + "' is " + std::to_string(info.st_size)
+            + " bytes; a module travels to the nodes inside the topology, "
+              "which holds at most "
+            + std::to_string((max_topology_bytes / 4) >> 20) + " MiB of it";
+    return nullptr;
+  }
   std::ifstream in{ts.file(), std::ios::binary};
   if (!in) {
     error = "cannot open '" + ts.file() + "': " + std::strerror(errno);

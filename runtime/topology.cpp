@@ -508,6 +508,12 @@ void inline_model_file(topology::Topology& spec) {
   auto* ts = spec.mutable_training()->mutable_model()->mutable_torchscript();
   if (!ts->module().empty() || ts->file().empty())
     return;
+  // A regular file of at most what a topology's text can carry (a FIFO or
+  // /dev/zero would never end).
+  struct stat info {};
+  if (::stat(ts->file().c_str(), &info) != 0 || !S_ISREG(info.st_mode)
+      || static_cast<uint64_t>(info.st_size) > max_topology_bytes / 4)
+    return;
   std::ifstream in{ts->file(), std::ios::binary};
   std::string bytes{std::istreambuf_iterator<char>{in},
                     std::istreambuf_iterator<char>{}};
