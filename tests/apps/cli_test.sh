@@ -145,6 +145,12 @@ PY
     # A second interrupt, well after the first, aborts a slow drain.
     "$bin" run "$data/slow_drain.pbtxt" >"$tmp/out" 2>"$tmp/err" </dev/null &
     pid=$!
+    # Once the job runs (its signal handlers are in place; loading libtorch
+    # under the sanitizers takes about a second before that), then 1 s more.
+    for ((i = 0; i < 100; ++i)); do
+      grep -q "job 'slow_drain'" "$tmp/err" && break
+      sleep 0.1
+    done
     sleep 1
     kill -INT $pid
     sleep 1
