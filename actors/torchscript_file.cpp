@@ -1,8 +1,9 @@
 // TorchScript module files on libtorch: what a module holds
 // (read_torchscript) and a module with new values (torchscript_with_values,
-// `actorflow export`). Compiled only when CMake found libtorch.
+// `actorflow export`); and the plugin's entry point, its backend
+// (actors/torchscript_plugin.hpp). Compiled only when CMake found libtorch.
 #include "actors/torchscript_libtorch.hpp"
-#include "actors/torchscript_model.hpp"
+#include "actors/torchscript_plugin.hpp"
 
 #include <sstream>
 #include <stdexcept>
@@ -78,20 +79,12 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
-} // namespace torchscript_detail
-
-using namespace torchscript_detail;
-
-bool torchscript_available(std::string*) {
-  return true;
-}
-
-std::string torchscript_device_note() {
+std::string device_note() {
   return "the libtorch it links has no CUDA; docs/training.md, \"Your own "
          "model\", says how to build against one that has";
 }
 
-torchscript_info read_torchscript(const std::string& bytes,
+torchscript_info read_module(const std::string& bytes,
                                   const std::string& file,
                                   const std::vector<std::string>& inputs) {
   auto m = load_module(bytes, file);
@@ -140,7 +133,7 @@ torchscript_info read_torchscript(const std::string& bytes,
   return info;
 }
 
-std::string torchscript_with_values(
+std::string module_with_values(
   const std::string& bytes, const std::string& file,
   const std::map<std::string, std::vector<float>>& values) {
   auto m = load_module(bytes, file);
@@ -172,5 +165,41 @@ std::string torchscript_with_values(
   return out.str();
 }
 
+namespace {
+
+class libtorch_backend final : public backend {
+public:
+  const char* abi() const noexcept override {
+    return AF_TORCHSCRIPT_ABI;
+  }
+  std::string device_note() const override {
+    return torchscript_detail::device_note();
+  }
+  torchscript_info read(const std::string& bytes, const std::string& file,
+                        const std::vector<std::string>& inputs) const override {
+    return read_module(bytes, file, inputs);
+  }
+  std::string with_values(
+    const std::string& bytes, const std::string& file,
+    const std::map<std::string, std::vector<float>>& values) const override {
+    return module_with_values(bytes, file, values);
+  }
+  std::unique_ptr<model_impl> open(const training_spec& spec,
+                                   gpu::device& dev,
+                                   bool train) const override {
+    return open_model(spec, dev, train);
+  }
+};
+
+} // namespace
+
+} // namespace torchscript_detail
 
 } // namespace af
+
+extern "C" __attribute__((visibility("default")))
+const af::torchscript_detail::backend*
+af_torchscript_backend_v1() {
+  static const af::torchscript_detail::libtorch_backend b;
+  return &b;
+}

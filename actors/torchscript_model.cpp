@@ -1,8 +1,8 @@
 // A TorchScript module as the job's model, on libtorch (the CPU build
 // Debian ships as libtorch-dev): a batch staged as its arguments, a
 // training step, an evaluation. Compiled only when CMake found libtorch;
-// torchscript_missing.cpp stands in otherwise.
-#include "actors/torchscript_model.hpp"
+// the plugin's libtorch_model (actors/torchscript_plugin.hpp).
+#include "actors/torchscript_plugin.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -60,15 +60,14 @@ struct staged_inputs {
   std::vector<std::vector<int64_t>> rows;
 };
 
-} // namespace
-
-struct torchscript_model::impl {
+// The module and the memory the parameter servers' values land in.
+struct impl {
   impl(const training_spec& s, gpu::device& d, bool t)
     : spec(s), ts(*s.torchscript), dev(d), train(t),
       module(load_module(*ts.module, ts.file)) {
     if (dev.is_cuda())
       throw std::invalid_argument("TorchScript models run on the cpu device: "
-                                  + torchscript_device_note());
+                                  + device_note());
     params = spec.params;
     module.train(train);
     values.resize(params.size());
@@ -129,23 +128,32 @@ struct torchscript_model::impl {
     }
   }
 
-  // A parameter that forward replaced or reshaped can no longer be pulled
-  // into or pushed from.
+  // A variable that forward reshaped or replaced (a buffer assigned anew:
+  // `self.b = ...`) can no longer be pulled into or pushed from. The
+  // module's tensors are read again: tensors holds the ones it had.
   void check_variables() const {
-    for (size_t i = 0; i < aliased.size(); ++i) {
-      auto& t = tensors[i];
-      if (shape_of(t) != params[i].shape)
-        throw input_error("variable '" + params[i].name + "' of '" + ts.file
-                          + "' changed its shape from "
-                          + shape_text(params[i].shape) + " to "
-                          + shape_text(shape_of(t))
+    size_t i = 0;
+    auto check = [&](const torch::Tensor& now) {
+      if (i >= aliased.size())
+        return;
+      const auto& p = params[i];
+      if (shape_of(now) != p.shape)
+        throw input_error("variable '" + p.name + "' of '" + ts.file
+                          + "' changed its shape from " + shape_text(p.shape)
+                          + " to " + shape_text(shape_of(now))
                           + " in forward; the parameter servers hold it "
                             "with the shape it was saved with");
-      if (aliased[i] && t.data_ptr() != values[i].get())
-        throw input_error("variable '" + params[i].name + "' of '" + ts.file
+      if (!now.is_same(tensors[i])
+          || (aliased[i] && now.data_ptr() != values[i].get()))
+        throw input_error("variable '" + p.name + "' of '" + ts.file
                           + "' was replaced in forward (assign into it "
-                            "in place instead)");
-    }
+                            "in place instead, e.g. with copy_)");
+      ++i;
+    };
+    for (const auto& p : module.named_parameters(true))
+      check(p.value);
+    for (const auto& b : module.named_buffers(true))
+      check(b.value);
   }
 
   // The module's arguments: numeric fields as they are; categorical ones
@@ -259,34 +267,68 @@ struct torchscript_model::impl {
   int sparse = -1;                    // the "tables" variable
 };
 
-torchscript_model::torchscript_model(const training_spec& spec,
-                                     gpu::device& dev, bool train)
+} // namespace
+
+namespace torchscript_detail {
+
+// torchscript_model's work on libtorch.
+class libtorch_model final : public model_impl {
+public:
+  libtorch_model(const training_spec& spec, gpu::device& dev, bool train);
+  ~libtorch_model() override;
+  libtorch_model(const libtorch_model&) = delete;
+  libtorch_model& operator=(const libtorch_model&) = delete;
+
+  const std::vector<gpu::param_spec>& params() const noexcept override;
+  gpu::device& dev() noexcept override;
+  gpu::darray& value(size_t i) override;
+  gpu::darray& grad(size_t i) override;
+  void set_local_rows(size_t i, int64_t rows) override;
+  void stage(const batch& b, host_batch& out, bool labels,
+             const std::string& reference) const override;
+  gpu::model::step_result train_step(const host_batch& h) override;
+  gpu::model::step_result evaluate(const host_batch& h,
+                                   const std::vector<int64_t>& rows,
+                                   std::vector<float>& scores,
+                                   int64_t& classes) override;
+
+private:
+  std::unique_ptr<impl> impl_;
+};
+
+std::unique_ptr<model_impl> open_model(const training_spec& spec,
+                                       gpu::device& dev, bool train) {
+  return std::make_unique<libtorch_model>(spec, dev, train);
+}
+
+libtorch_model::libtorch_model(const training_spec& spec, gpu::device& dev,
+                               bool train)
   : impl_(std::make_unique<impl>(spec, dev, train)) {
 }
 
-torchscript_model::~torchscript_model() {
+libtorch_model::~libtorch_model() {
   // The module's tensors point into the values: it goes first.
   if (impl_)
     impl_->tensors.clear();
 }
 
-const std::vector<gpu::param_spec>& torchscript_model::params() const noexcept {
+const std::vector<gpu::param_spec>& libtorch_model::params() const noexcept {
   return impl_->params;
 }
 
-gpu::device& torchscript_model::dev() noexcept {
+gpu::device& libtorch_model::dev() noexcept {
   return impl_->dev;
 }
 
-gpu::darray& torchscript_model::value(size_t i) {
+gpu::darray& libtorch_model::value(size_t i) {
   return impl_->values.at(i);
 }
 
-gpu::darray& torchscript_model::grad(size_t i) {
+gpu::darray& libtorch_model::grad(size_t i) {
   return impl_->grads.at(i);
 }
 
-void torchscript_model::set_local_rows(size_t i, int64_t rows) {
+void libtorch_model::set_local_rows(size_t i, int64_t rows) {
   auto& m = *impl_;
   const auto& p = m.params.at(i);
   if (!p.sparse)
@@ -298,7 +340,7 @@ void torchscript_model::set_local_rows(size_t i, int64_t rows) {
   m.grads[i].reserve(m.dev, bytes);
 }
 
-void torchscript_model::stage(const batch& b, host_batch& out, bool labels,
+void libtorch_model::stage(const batch& b, host_batch& out, bool labels,
                               const std::string& reference) const {
   auto& ts = impl_->ts;
   auto st = std::make_shared<staged_inputs>();
@@ -387,7 +429,7 @@ void torchscript_model::stage(const batch& b, host_batch& out, bool labels,
   out.staged = std::move(st);
 }
 
-gpu::model::step_result torchscript_model::train_step(const host_batch& h) {
+gpu::model::step_result libtorch_model::train_step(const host_batch& h) {
   auto& m = *impl_;
   impl::prepare_thread(gpu::blas_threads());
   auto& st = *static_cast<const staged_inputs*>(h.staged.get());
@@ -462,7 +504,7 @@ gpu::model::step_result torchscript_model::train_step(const host_batch& h) {
 }
 
 gpu::model::step_result
-torchscript_model::evaluate(const host_batch& h,
+libtorch_model::evaluate(const host_batch& h,
                             const std::vector<int64_t>& rows,
                             std::vector<float>& scores, int64_t& classes) {
   auto& m = *impl_;
@@ -508,5 +550,7 @@ torchscript_model::evaluate(const host_batch& h,
   }
   return r;
 }
+
+} // namespace torchscript_detail
 
 } // namespace af

@@ -19,8 +19,10 @@
 //   change the step made to it, which the shards add. The embedding tables
 //   are one sparse variable, "tables", after them.
 //
-// libtorch is optional at build time: without it, read_torchscript and the
-// model's constructor throw, naming the missing library.
+// libtorch is optional at build time, and loaded only when a TorchScript
+// model is used: the backend is a plugin (actors/torchscript_plugin.hpp).
+// Without it, read_torchscript and the model's constructor throw, naming
+// what is missing.
 #pragma once
 
 #include <map>
@@ -36,8 +38,13 @@
 
 namespace af {
 
-/// Whether this build has libtorch; when false, `why` says what is missing
-/// and how to get it.
+namespace torchscript_detail {
+class model_impl;
+}
+
+/// Whether TorchScript models can run here (the backend plugin and its
+/// libtorch load; the first call loads them); when false, `why` says what
+/// is missing and how to get it.
 bool torchscript_available(std::string* why = nullptr);
 
 /// Why the CUDA device is not offered to TorchScript models: the libtorch
@@ -120,8 +127,7 @@ public:
                                    int64_t& classes);
 
 private:
-  struct impl;
-  std::unique_ptr<impl> impl_;
+  std::unique_ptr<torchscript_detail::model_impl> impl_;
 };
 
 } // namespace af

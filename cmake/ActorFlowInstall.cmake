@@ -1,6 +1,8 @@
 # `cmake --install`: the libraries, the public headers and the CMake package
 # (docs/embedding.md). Layout under the prefix:
-#   lib/libaf_{proto,runtime,gpu,actors}.a (and libaf_torchscript.a with libtorch)
+#   lib/libaf_{proto,runtime,gpu,actors}.a
+#   lib/actorflow/libactorflow_torchscript.so (with libtorch: the TorchScript
+#     backend, loaded on first use; actors/torchscript_plugin.hpp)
 #   include/actorflow/{runtime,actors,proto}/...   (included as "runtime/x.hpp")
 #   lib/cmake/ActorFlow/ActorFlowConfig.cmake, ...ConfigVersion.cmake,
 #     ActorFlowTargets.cmake, ActorFlowDependencies.cmake, FindCAF.cmake
@@ -25,11 +27,11 @@ add_library(ActorFlow::runtime ALIAS af_runtime)
 add_library(ActorFlow::gpu ALIAS af_gpu)
 add_library(ActorFlow::actors ALIAS af_actors)
 
-# With libtorch, af_actors links af_torchscript (TorchScript models).
 set(AF_INSTALLED_LIBRARIES af_proto af_runtime af_gpu af_actors)
+# The TorchScript backend: a plugin, not a library to link.
 if(AF_HAVE_TORCH)
-  set_target_properties(af_torchscript PROPERTIES EXPORT_NAME torchscript)
-  list(APPEND AF_INSTALLED_LIBRARIES af_torchscript)
+  install(TARGETS af_torchscript
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/actorflow)
 endif()
 install(TARGETS ${AF_INSTALLED_LIBRARIES}
   EXPORT ActorFlowTargets

@@ -7,6 +7,8 @@
 # evaluator does. Its test loss must equal the evaluator's within 1e-5 and
 # its accuracy exactly (the predictions of the two are the same), and a
 # module that is not the one trained must be refused naming the variable.
+# First: the backend plugin (actors/torchscript_plugin.hpp) missing, or a
+# library that is not it, is refused at validate, naming the file.
 #   export_test.sh ACTORFLOW MODULE_DIR
 set -euo pipefail
 bin=$1 modules=$2
@@ -38,6 +40,21 @@ stage { name: "test" type: "idx_source"
                records_per_item: 500 } }
 stage { name: "evaluate" type: "evaluator" input { stage: "test" } }
 JOB
+# refused PLUGIN EXPECTED: validate with ACTORFLOW_TORCHSCRIPT_PLUGIN set
+# must fail with EXPECTED in its error.
+refused() {
+  if ACTORFLOW_TORCHSCRIPT_PLUGIN=$1 "$bin" validate "$work/job.pbtxt" \
+       > "$work/plugin.out" 2>&1; then
+    echo "FAIL: validate accepted the job with the plugin '$1'"; exit 1
+  fi
+  grep -qF -- "$2" "$work/plugin.out" || {
+    cat "$work/plugin.out"; echo "FAIL: the refusal does not say: $2"; exit 1; }
+}
+refused "$work/none.so" "its backend libactorflow_torchscript.so is in none of: $work/none.so"
+not_ours=$(/sbin/ldconfig -p | awk '/libz\.so\.1 .*x86-64/ { p = $NF } END { print p }')
+refused "$not_ours" "'$not_ours' is not ActorFlow's TorchScript backend"
+"$bin" validate "$work/job.pbtxt" > /dev/null
+
 "$bin" run "$work/job.pbtxt" --no-progress --report-json "$work/report.json" \
   > "$work/out" 2> "$work/err" || { cat "$work/out" "$work/err"; echo "FAIL: the job failed"; exit 1; }
 "$bin" export --checkpoint "$work/ckpt" --module "$modules/fmnist.pt" \
