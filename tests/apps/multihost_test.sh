@@ -153,12 +153,42 @@ trained_ids_after_loss() {
     || fail "the trainers' record ids after train[1] was lost are not what the docs say"
 }
 
+# as_torchscript: for a case named *_torchscript, the model of "$topo"
+# (data/multi_killed.pbtxt.in's: embedding, flatten, dense, sigmoid loss)
+# becomes the same model as a TorchScript module, tests/torchscript's
+# "clicks", over the engine's table; else nothing. Its file is scripted
+# into $tmp/coord.
+as_torchscript() {
+  [[ $case_name == *_torchscript ]] || return 0
+  mkdir -p "$tmp/coord"
+  /usr/bin/python3 "$here/../torchscript/make_modules.py" "$tmp/coord" >/dev/null \
+    || fail "could not script the test modules"
+  python3 - "$topo" "$tmp/coord/clicks.pt" <<'PY' || fail "the template's model changed"
+import re, sys
+path, module = sys.argv[1:]
+s = open(path).read()
+model = ('model {\n'
+         f'    torchscript {{ file: "{module}" }}\n'
+         '    table { name: "ids" rows: 200 }\n'
+         '    embedding_dim: 4\n'
+         '    inputs { field: "ids" table: "ids" }\n'
+         '    inputs { field: "label" }\n'
+         '  }')
+s, n = re.subn(r'model \{\n    input: "ids"\n.*?\n  \}', lambda _: model, s, flags=re.S)
+if n != 1:
+    sys.exit(f"{path}: {n} model sections like data/multi_killed.pbtxt.in's")
+open(path, "w").write(s)
+PY
+  grep -q 'torchscript { file: ' "$topo" || fail "no torchscript model in $topo"
+}
+
 # trainer_lost_setup: the trainer_node_* cases up to the fault: nodes w1-w3
 # with train[1] on w3, a fault-free run whose record ids are checked, then
 # the job again in the background until train[1] has trained.
 trainer_lost_setup() {
   start_node w1; start_node w2; start_node w3
   topology multi_killed "${port[w1]}" "${port[w2]}" "${port[w3]}"
+  as_torchscript
   list_trained_ids
   fault_free_run
   trained_ids_fault_free
@@ -611,7 +641,8 @@ EOF
     wait_log w1 "node: job ended" 15
     expect_clean_end
     ;;
-  trainer_node_killed)
+  trainer_node_killed|trainer_node_killed_torchscript)
+    # (_torchscript: the model is a TorchScript module, as_torchscript.)
     trainer_lost_setup
     # w3 (trainer replica 1) is killed once it has trained.
     t_kill=$(date +%s.%N)
@@ -624,7 +655,7 @@ EOF
     wait_log w2 "node: job ended" 15
     expect_clean_end w3
     ;;
-  trainer_joins|trainer_joins_resume)
+  trainer_joins|trainer_joins_resume|trainer_joins_resume_torchscript)
     # A node started after the job began joins it: train has one replica
     # (on w2) and max_replicas 2 with hosts w2 and w3, and w3's node starts
     # once train[0] has trained (its port chosen before). The coordinator
@@ -635,19 +666,22 @@ EOF
     # after a checkpoint that holds train[1], and --resume starts train[0]
     # alone (train[1]'s part is dropped, the shards drop its worker), and
     # w3 joins again. Still every record exactly once per epoch.
+    # trainer_joins_resume_torchscript: the same with the model as a
+    # TorchScript module (as_torchscript).
     start_node w1; start_node w2
     p3=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     topology multi_killed "${port[w1]}" "${port[w2]}" "$p3"
+    as_torchscript
     sed -i -e 's/^  replicas: 2$/  replicas: 1\n  max_replicas: 2/' -e 's/^    epochs: 10$/    epochs: 30/' "$topo"
     grep -q '^  max_replicas: 2$' "$topo" && grep -q '^    epochs: 30$' "$topo" \
       || fail "the template's trainer or source changed"
-    [ "$case_name" = trainer_joins_resume ] \
+    [[ $case_name == trainer_joins_resume* ]] \
       && echo "checkpoint { dir: \"$tmp/ckpt\" every_steps: 300 }" >>"$topo"
     list_trained_ids
     start_job 120 "$tmp/node-w2.err" 'train\[0\]: epoch [0-9]\+ step'
     start_node w3 "127.0.0.1:$p3"
     t_start=$(date +%s.%N)
-    if [ "$case_name" = trainer_joins_resume ]; then
+    if [[ $case_name == trainer_joins_resume* ]]; then
       for ((i = 0; i < 600; ++i)); do
         awk '/joined on host/ { j = 1 } j && /checkpoint at step [0-9]+ written/ { found = 1 } END { exit !found }' "$tmp/err" && break
         alive $job || break
@@ -679,7 +713,7 @@ EOF
       "$tmp"/ids-0.txt "$tmp"/ids-1.txt \
       || fail "with a trainer that joined, the record ids are not every record once per epoch"
     read_auc; expect_auc_near_planted
-    if [ "$case_name" = trainer_joins_resume ]; then
+    if [[ $case_name == trainer_joins_resume* ]]; then
       expect_err "train\[1\] had joined the job before the checkpoint; it is not started again"
       expect_out "^  resumed from $tmp/ckpt/ckpt-"
     fi

@@ -116,6 +116,24 @@ class NaNLoss(nn.Module):
         return (p - label.float()).mean() * float("nan")
 
 
+class Grows(nn.Module):
+    """Shrinks its buffer in place in forward (replace=False), or puts a
+    new tensor of the same shape in its place (replace=True)."""
+
+    def __init__(self, replace: bool):
+        super().__init__()
+        self.replace = replace
+        self.fc = nn.Linear(3, 1)
+        self.register_buffer("seen", torch.zeros(4))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.replace:
+            self.seen = self.seen + 1
+        else:
+            self.seen.resize_(2)
+        return ((self.fc(x).squeeze(1) - y) ** 2).mean()
+
+
 def main() -> None:
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -129,6 +147,8 @@ def main() -> None:
         "double": Double(),
         "not_scalar": NotScalar(),
         "nan_loss": NaNLoss(),
+        "grows": Grows(False),
+        "replaces": Grows(True),
     }
     values = {}
     for name, m in modules.items():

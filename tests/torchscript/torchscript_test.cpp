@@ -319,6 +319,34 @@ TEST_CASE_METHOD(fixture, "bad batches and bad returns are errors that name "
                                     "must be a floating-point scalar"));
 }
 
+TEST_CASE_METHOD(fixture, "a variable that forward reshapes or replaces "
+                          "is an error naming it and the file") {
+  auto dev = gpu::make_cpu_device();
+  host_batch h;
+  batch b;
+  b.set("x", f32({1, 2, 3, 4, 5, 6}, {2, 3}));
+  b.set("y", f32({1, 2}, {2}));
+  auto model = [&](const std::string& name) {
+    return spec_of(reg, "torchscript { file: \"" + file_of(name)
+                          + "\" } inputs { field: \"x\" } inputs { "
+                            "field: \"y\" }");
+  };
+  auto grows_spec = model("grows");
+  torchscript_model grows{grows_spec, *dev, true};
+  grows.stage(b, h, false);
+  CHECK_THROWS_WITH(grows.train_step(h),
+                    Catch::Contains("variable 'seen' of '" + file_of("grows")
+                                    + "' changed its shape from [4] to [2] "
+                                      "in forward"));
+  auto replaces_spec = model("replaces");
+  torchscript_model replaces{replaces_spec, *dev, true};
+  replaces.stage(b, h, false);
+  CHECK_THROWS_WITH(replaces.train_step(h),
+                    Catch::Contains("variable 'seen' of '"
+                                    + file_of("replaces")
+                                    + "' was replaced in forward"));
+}
+
 TEST_CASE_METHOD(fixture, "a NaN loss skips the step, or fails the job "
                           "naming the module") {
   auto job = [](const std::string& on_nonfinite) {
