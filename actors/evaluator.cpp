@@ -1,6 +1,9 @@
 #include "actors/evaluator.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <numeric>
 #include <set>
@@ -51,6 +54,7 @@ struct evaluator_config {
   int64_t every_steps = 0; // pushes applied between evaluations; 0: at the end
   std::string device = "cpu"; // as the trainer's
   std::string reference; // f32 field of reference scores; empty: none
+  std::string predictions; // file for the final predictions; empty: none
 };
 
 evaluator_config evaluator_config_of(const topology::Stage& s) {
@@ -60,6 +64,7 @@ evaluator_config evaluator_config_of(const topology::Stage& s) {
   if (!p.device().empty())
     c.device = p.device();
   c.reference = p.reference_score();
+  c.predictions = p.predictions();
   return c;
 }
 
@@ -76,6 +81,13 @@ public:
     else
       model_ = std::make_unique<gpu::model>(spec_.model, *dev_);
     classes_ = spec_.softmax();
+    if (!cfg_.predictions.empty()) {
+      // Fail now, not after training, when the file cannot be written.
+      std::ofstream probe{cfg_.predictions + ".tmp"};
+      if (!probe)
+        throw std::runtime_error("evaluator.predictions: cannot write '"
+                                 + cfg_.predictions + ".tmp'");
+    }
     client_ = std::make_unique<ps_client>(*info.context->system,
                                           info.context->service(ps_service),
                                           spec_.params, ps_observer,
@@ -148,6 +160,7 @@ private:
     // the same results; only say that they are the final ones.
     if (final && evaluations_ > 0 && step == step_) {
       log(true);
+      write_predictions();
       return;
     }
     std::vector<int64_t> rows(rows_.begin(), rows_.end());
@@ -167,6 +180,43 @@ private:
     else
       events_.push_back({"test_auc", at, auc_});
     log(final);
+    if (final)
+      write_predictions();
+  }
+
+  // evaluator.predictions: the last evaluation's predictions, a line per
+  // record, written to a temporary file and renamed.
+  void write_predictions() const {
+    if (cfg_.predictions.empty())
+      return;
+    auto tmp = cfg_.predictions + ".tmp";
+    if (width_ == 0) {
+      std::remove(tmp.c_str());
+      spdlog::warn("{}: no predictions to write to '{}': forward of '{}' "
+                   "returns the loss only (return (loss, predictions))",
+                   info_.label(), cfg_.predictions,
+                   spec_.torchscript ? spec_.torchscript->file : "");
+      return;
+    }
+    {
+      std::ofstream out{tmp};
+      for (size_t i = 0; i < predictions_.size(); ++i)
+        out << fmt::format("{:.9g}", predictions_[i])
+            << ((i + 1) % width_ == 0 ? '\n' : ' ');
+      if (!out.flush())
+        throw std::runtime_error("evaluator.predictions: cannot write '"
+                                 + tmp + "'");
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, cfg_.predictions, ec);
+    if (ec)
+      throw std::runtime_error("evaluator.predictions: cannot rename '" + tmp
+                               + "' to '" + cfg_.predictions
+                               + "': " + ec.message());
+    spdlog::info("{}: predictions of {} records ({} per record) written to "
+                 "'{}'",
+                 info_.label(), predictions_.size() / width_, width_,
+                 cfg_.predictions);
   }
 
   // A TorchScript module: its predictions' shape says what they are
@@ -188,6 +238,10 @@ private:
     classes_ = classes != 1;
     if (classes == 1)
       auc_ = roc_auc(scores, labels);
+    if (!cfg_.predictions.empty()) {
+      width_ = static_cast<size_t>(classes);
+      predictions_ = std::move(scores);
+    }
   }
 
   void evaluate_layers(const std::vector<int64_t>& rows) {
@@ -196,6 +250,7 @@ private:
     int64_t correct = 0;
     std::vector<float> scores, labels, logits;
     gpu::darray x, y;
+    bool first = true;
     for (auto& h : test_) {
       if (!h.local.empty())
         remap(h, rows);
@@ -203,10 +258,18 @@ private:
       y.reserve(*dev_, h.label_bytes());
       dev_->upload(x.get(), h.input(), h.input_bytes());
       dev_->upload(y.get(), h.labels(), h.label_bytes());
+      auto keep = !cfg_.predictions.empty();
       auto r = model_->evaluate(x.get(), y.get(), h.n,
-                                spec_.softmax() ? nullptr : &logits);
+                                spec_.softmax() && !keep ? nullptr : &logits);
       loss += r.loss_sum;
       correct += r.correct;
+      if (keep) {
+        if (first)
+          predictions_.clear();
+        first = false;
+        width_ = logits.size() / static_cast<size_t>(std::max(h.n, 1));
+        predictions_.insert(predictions_.end(), logits.begin(), logits.end());
+      }
       if (!spec_.softmax()) {
         scores.insert(scores.end(), logits.begin(), logits.end());
         labels.insert(labels.end(), h.binary.begin(), h.binary.end());
@@ -263,6 +326,10 @@ private:
   uint64_t step_ = 0, evaluations_ = 0;
   std::vector<scalar_event> events_; // results not yet reported
   double loss_ = 0, accuracy_ = 0, auc_ = 0.5, reference_auc_ = 0;
+  // The last evaluation's predictions (evaluator.predictions), width_ a
+  // record (0: the model returned none).
+  std::vector<float> predictions_;
+  size_t width_ = 0;
 };
 
 std::string check_evaluator(const topology::Stage& s) {

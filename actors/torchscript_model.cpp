@@ -531,6 +531,9 @@ libtorch_model::evaluate(const host_batch& h,
     auto* b = best.data_ptr<int64_t>();
     for (int i = 0; i < h.n && static_cast<size_t>(i) < h.classes.size(); ++i)
       r.correct += b[i] == h.classes[static_cast<size_t>(i)] ? 1 : 0;
+    auto all = p.detach().to(torch::kFloat).reshape(-1).contiguous();
+    scores.insert(scores.end(), all.data_ptr<float>(),
+                  all.data_ptr<float>() + all.numel());
     return r;
   }
   if (p.numel() != h.n)

@@ -118,9 +118,10 @@ public:
   /// Forward in eval mode, no gradients, the local table being `rows` (a
   /// superset of h.rows, sorted). Returns the loss summed over the batch
   /// and, when the module returns predictions, the correct ones of
-  /// [n, classes] scores (argmax == label). `scores`: the positive class's
-  /// scores of [n] or [n, 1] predictions are appended (else nothing);
-  /// `classes` is set to the predictions' width (0: none returned).
+  /// [n, classes] scores (argmax == label). `scores`: the predictions are
+  /// appended as floats, record by record ([n] or [n, 1]: the positive
+  /// class's score; [n, classes]: the classes' scores); `classes` is set
+  /// to the predictions' width (0: none returned, nothing appended).
   gpu::model::step_result evaluate(const host_batch& h,
                                    const std::vector<int64_t>& rows,
                                    std::vector<float>& scores,

@@ -3,7 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
+#include <sstream>
 
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
@@ -14,6 +18,7 @@
 #include "runtime/ps_client.hpp"
 #include "runtime/random.hpp"
 #include "tests/support/harness.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace af;
 using namespace af::test;
@@ -24,6 +29,25 @@ namespace {
 // scores highest, so that a linear model can reach ~100%. Options: records,
 // classes (labels in [0, classes)), split (seed of the split), nan_at (the
 // record whose features are NaN; -1: none), epochs.
+// Record i of split `split`: its 4 features into x, its label returned.
+int64_t blob(int64_t split, int64_t i, int64_t classes, float* x) {
+  record_rng rng{static_cast<uint64_t>(split), 17, static_cast<uint64_t>(i)};
+  double best = -1e9;
+  int64_t label = 0;
+  for (int d = 0; d < 4; ++d)
+    x[d] = static_cast<float>(rng.uniform(-1, 1));
+  for (int64_t c = 0; c < classes; ++c) {
+    double score = 0;
+    for (int d = 0; d < 4; ++d)
+      score += x[d] * std::cos(1.3 * static_cast<double>(c * 4 + d));
+    if (score > best) {
+      best = score;
+      label = c;
+    }
+  }
+  return label;
+}
+
 class blob_source : public stage_logic {
 public:
   blob_source(const stage_info& info, const topology::Stage& s)
@@ -41,22 +65,7 @@ public:
     auto* xp = x.mutable_data_as<float>();
     auto* yp = y.mutable_data_as<int64_t>();
     for (; n < 32 && next_ < records_; ++n, next_ += stride_) {
-      record_rng rng{static_cast<uint64_t>(split_), 17,
-                     static_cast<uint64_t>(next_)};
-      double best = -1e9;
-      int64_t label = 0;
-      for (int d = 0; d < 4; ++d)
-        xp[n * 4 + d] = static_cast<float>(rng.uniform(-1, 1));
-      for (int64_t c = 0; c < classes_; ++c) {
-        double score = 0;
-        for (int d = 0; d < 4; ++d)
-          score += xp[n * 4 + d] * std::cos(1.3 * static_cast<double>(c * 4 + d));
-        if (score > best) {
-          best = score;
-          label = c;
-        }
-      }
-      yp[n] = label;
+      yp[n] = blob(split_, next_, classes_, xp + n * 4);
       if (next_ == nan_at_)
         xp[n * 4] = std::numeric_limits<float>::quiet_NaN();
     }
@@ -514,6 +523,51 @@ TEST_CASE_METHOD(training_fixture, "the evaluator's periodic results reach "
         == accuracy_steps.end());
   REQUIRE_FALSE(accuracy_steps.empty());
   CHECK(accuracy_steps.back() == 12500);
+}
+
+TEST_CASE_METHOD(training_fixture, "the evaluator writes the final "
+                                   "evaluation's predictions, a line per "
+                                   "record") {
+  temp_dir dir;
+  auto file = dir.file("predictions.txt");
+  auto text = blob_job(mlp, "log_every_steps: 0");
+  text.replace(text.find("evaluator { every_steps: 50 }"), 29,
+               "evaluator { every_steps: 50 predictions: \"" + file + "\" }");
+  auto r = run_text(sys, reg, text);
+  REQUIRE(r.ok);
+  // The test split's 1,000 records in order, each with its 3 logits: their
+  // argmax is right exactly as often as the evaluator reported, and their
+  // softmax cross-entropy is its test loss.
+  std::ifstream in{file};
+  REQUIRE(in);
+  int64_t records = 0, correct = 0;
+  double loss = 0;
+  for (std::string line; std::getline(in, line); ++records) {
+    std::istringstream fields{line};
+    std::vector<double> logits{std::istream_iterator<double>{fields}, {}};
+    REQUIRE(logits.size() == 3);
+    float x[4];
+    auto label = blob(99, records, 3, x);
+    auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
+    correct += best == label ? 1 : 0;
+    double top = *std::max_element(logits.begin(), logits.end()), sum = 0;
+    for (auto l : logits)
+      sum += std::exp(l - top);
+    loss += std::log(sum) + top - logits[static_cast<size_t>(label)];
+  }
+  CHECK(records == 1000);
+  CHECK(static_cast<double>(correct) / 1000
+        == metric_of(r, "eval[0]", "test_accuracy"));
+  CHECK(loss / 1000 == Approx(metric_of(r, "eval[0]", "test_loss")).epsilon(1e-5));
+  CHECK_FALSE(std::filesystem::exists(file + ".tmp"));
+  // A file that cannot be written fails the job before it trains.
+  auto bad = blob_job(mlp, "log_every_steps: 0");
+  bad.replace(bad.find("evaluator { every_steps: 50 }"), 29,
+              "evaluator { predictions: \"" + dir.file("no/p.txt")
+                + "\" }");
+  CHECK_THROWS_WITH(run_text(sys, reg, bad),
+                    Catch::Contains("evaluator.predictions: cannot write '"
+                                    + dir.file("no/p.txt")));
 }
 
 TEST_CASE_METHOD(training_fixture, "every n-th step is timed, and its phases "

@@ -4,8 +4,9 @@
 # 2 trainers against 2 shards and checkpoints at its end; export writes the
 # checkpoint's parameters and buffers into the module; PyTorch loads the
 # result and evaluates it on the 10,000 test images, batch by batch as the
-# evaluator does. Its test loss must equal the evaluator's within 1e-5 and
-# its accuracy exactly (the predictions of the two are the same), and a
+# evaluator does. Each record's predictions must equal those the evaluator
+# wrote (evaluator.predictions) within 1e-5, its test loss the evaluator's
+# within 1e-5 and its accuracy exactly, and a
 # module that is not the one trained must be refused naming the variable.
 # First: the backend plugin (actors/torchscript_plugin.hpp) missing, or a
 # library that is not it, is refused at validate, naming the file.
@@ -38,7 +39,8 @@ stage { name: "test" type: "idx_source"
   idx_source { images: "$test_images"
                labels: "${test_images/images-idx3/labels-idx1}"
                records_per_item: 500 } }
-stage { name: "evaluate" type: "evaluator" input { stage: "test" } }
+stage { name: "evaluate" type: "evaluator" input { stage: "test" }
+  evaluator { predictions: "$work/predictions.txt" } }
 JOB
 # refused PLUGIN EXPECTED: validate with ACTORFLOW_TORCHSCRIPT_PLUGIN set
 # must fail with EXPECTED in its error.
@@ -67,12 +69,13 @@ fi
 grep -q "the checkpoint has no variable 'fc.weight'\|variable 'fc.weight' has" "$work/wrong.err" || {
   cat "$work/wrong.err"; echo "FAIL: the refusal does not name the variable"; exit 1; }
 [ ! -e "$work/wrong.pt" ] || { echo "FAIL: a refused export left a file"; exit 1; }
-/usr/bin/python3 - "$work/trained.pt" "$test_images" "$work/report.json" <<'PY'
+/usr/bin/python3 - "$work/trained.pt" "$test_images" "$work/report.json" \
+    "$work/predictions.txt" <<'PY'
 import gzip, json, sys
 import numpy as np
 import torch
 
-trained, images, report = sys.argv[1:]
+trained, images, report, predictions = sys.argv[1:]
 
 def idx(path):
     data = (gzip.open if path.endswith(".gz") else open)(path, "rb").read()
@@ -84,13 +87,21 @@ x = torch.from_numpy(idx(images).copy())
 y = torch.from_numpy(idx(images.replace("images-idx3", "labels-idx1")).astype(np.int64))
 m = torch.jit.load(trained)
 m.eval()
-loss, correct = 0.0, 0
+loss, correct, ours = 0.0, 0, []
 with torch.no_grad():
     for i in range(0, len(y), 500):
         l, logits = m(x[i:i + 500], y[i:i + 500])
         loss += float(l) * len(logits)
         correct += int((logits.argmax(1) == y[i:i + 500]).sum())
+        ours.append(logits)
 loss /= len(y)
+# Each record's predictions (its 10 scores) against the evaluator's.
+ours = torch.cat(ours).numpy()
+theirs = np.loadtxt(predictions, dtype=np.float64)
+assert theirs.shape == ours.shape, f"predictions {theirs.shape}, exported module {ours.shape}"
+worst = float(np.abs(theirs - ours).max())
+print(f"predictions of {len(ours)} records: largest difference {worst:.3g}")
+assert worst <= 1e-5, "a prediction differs by more than 1e-5"
 accuracy = correct / len(y)
 ev = json.load(open(report))["metrics"]["evaluate[0]"]
 print(f"exported module: test loss {loss:.7f}, accuracy {accuracy:.4f}; "
