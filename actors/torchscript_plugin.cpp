@@ -91,7 +91,7 @@ loaded load() {
 // 5-6 million page faults an epoch of fmnist_resnet, which the process's
 // threads take one at a time. Keeping freed memory in the heap (no mmap
 // below 32 MiB, no trim below 1 GiB, the heap grown 64 MiB at a time)
-// brings them to 0.25 million and the trainers' samples/s up by 17-29%
+// brings them to 0.25 million and the trainers' samples/s up by 13-29%
 // (docs/benchmarks.md, "TorchScript models"). Left alone when the user
 // tunes malloc through the environment.
 void tune_malloc() {
