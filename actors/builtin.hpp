@@ -2,7 +2,7 @@
 // the parameter-server service and the training section's checks.
 #pragma once
 
-#include "runtime/registry.hpp"
+#include "actorflow/runtime/stage/registry.hpp"
 
 namespace af {
 

@@ -5,7 +5,7 @@
 //   - spawns a PS shard holding one dense variable of --floats floats
 //     (a dense layer [floats, 1] and its 1-float bias; sgd, unbounded
 //     staleness) and publishes it on 127.0.0.1 (a free port);
-//   - starts a data plane (runtime/data_plane.hpp) on 127.0.0.1 (a free
+//   - starts a data plane (runtime/net/data_plane.hpp) on 127.0.0.1 (a free
 //     port) with a secret it makes;
 //   - listens on a plain TCP socket (a free port) that, per request, reads
 //     N bytes and writes them back: all N first, then back
@@ -15,7 +15,7 @@
 // the same run:
 //   - PS: joins as worker 0 with af::ps_client (what a trainer runs) and
 //     does --rounds of push (all gradients) + pull (all parameters), once
-//     with large slices in parts of --part-kib (runtime/ps.hpp, "Parts")
+//     with large slices in parts of --part-kib (runtime/protocol/ps.hpp, "Parts")
 //     and once with one message per shard; with --plane data (the
 //     default) the client reaches the shard on the data plane, as a job's
 //     trainers do: on the child's Unix socket, as between two processes in
@@ -70,13 +70,13 @@
 #include <caf/send.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/ps_shard.hpp"
-#include "actors/training_spec.hpp"
-#include "gpu/device.hpp"
-#include "gpu/model.hpp"
-#include "runtime/data_plane.hpp"
-#include "runtime/ps_client.hpp"
-#include "runtime/system.hpp"
+#include "actorflow/actors/ps_shard/ps_shard.hpp"
+#include "actorflow/actors/training/training_spec.hpp"
+#include "actorflow/gpu/device.hpp"
+#include "actorflow/gpu/model.hpp"
+#include "actorflow/runtime/net/data_plane.hpp"
+#include "actorflow/runtime/net/system.hpp"
+#include "actorflow/runtime/ps/ps_client.hpp"
 
 extern char** environ;
 

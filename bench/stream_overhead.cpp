@@ -24,10 +24,10 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/builtin.hpp"
-#include "runtime/job.hpp"
-#include "runtime/system.hpp"
-#include "runtime/topology.hpp"
+#include "actorflow/actors/builtin.hpp"
+#include "actorflow/runtime/job/job.hpp"
+#include "actorflow/runtime/net/system.hpp"
+#include "actorflow/runtime/topology/topology.hpp"
 
 using namespace af;
 using clock_type = std::chrono::steady_clock;

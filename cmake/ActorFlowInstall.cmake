@@ -2,8 +2,10 @@
 # (docs/embedding.md). Layout under the prefix:
 #   lib/libaf_{proto,runtime,gpu,actors}.a
 #   lib/actorflow/libactorflow_torchscript.so (with libtorch: the TorchScript
-#     backend, loaded on first use; actors/torchscript_plugin.hpp)
-#   include/actorflow/{runtime,actors,proto}/...   (included as "runtime/x.hpp")
+#     backend, loaded on first use; actors/training/torchscript_plugin.hpp)
+#   include/actorflow/{runtime,actors,gpu,proto}/..., include/actorflow/version.hpp
+#     (included as "actorflow/runtime/job/job.hpp"; the include path is
+#     <prefix>/include)
 #   lib/cmake/ActorFlow/ActorFlowConfig.cmake, ...ConfigVersion.cmake,
 #     ActorFlowTargets.cmake, ActorFlowDependencies.cmake, FindCAF.cmake
 #   bin/actorflow
@@ -39,19 +41,18 @@ install(TARGETS ${AF_INSTALLED_LIBRARIES}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS actorflow RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-# The public headers: what an embedding application includes, and what
-# those include. Each documents its calls, their errors and ownership.
-set(AF_PUBLIC_RUNTIME_HEADERS
-  batch.hpp census.hpp custom_stage.hpp data_plane.hpp device_memory.hpp histogram.hpp job.hpp
-  node.hpp pipeline.hpp
-  registry.hpp relocate.hpp service.hpp stage.hpp stage_stats.hpp system.hpp tensor.hpp topology.hpp)
-list(TRANSFORM AF_PUBLIC_RUNTIME_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/runtime/)
-install(FILES ${AF_PUBLIC_RUNTIME_HEADERS}
-              ${PROJECT_BINARY_DIR}/runtime/version.hpp
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/actorflow/runtime)
-install(FILES ${PROJECT_SOURCE_DIR}/actors/actorflow.hpp
-              ${PROJECT_SOURCE_DIR}/actors/builtin.hpp
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/actorflow/actors)
+# The public headers, by rule: every header of runtime/, actors/ and gpu/
+# outside a detail/ folder (and outside gpu/cuda/, the CUDA device's own
+# code). What lives under detail/ is internal; the headers outside it
+# include none of it (tests/layers/check_layers.py).
+foreach(_af_dir runtime actors gpu)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_af_dir}/
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/actorflow/${_af_dir}
+          FILES_MATCHING PATTERN "*.hpp"
+          PATTERN "detail" EXCLUDE PATTERN "cuda" EXCLUDE)
+endforeach()
+install(FILES ${AF_INCLUDE_DIR}/actorflow/version.hpp
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/actorflow)
 install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/actorflow/proto
         FILES_MATCHING PATTERN "*.pb.h" PATTERN "CMakeFiles" EXCLUDE)

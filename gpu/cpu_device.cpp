@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include "gpu/cpu_loops.hpp"
-#include "gpu/cpu_threads.hpp"
-#include "gpu/device.hpp"
-#include "runtime/random.hpp"
+#include "actorflow/gpu/cpu_loops.hpp"
+#include "actorflow/gpu/cpu_threads.hpp"
+#include "actorflow/gpu/device.hpp"
+#include "actorflow/runtime/core/random.hpp"
 
 namespace af::gpu {
 

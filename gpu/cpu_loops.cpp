@@ -1,7 +1,7 @@
 // Loops of the CPU device (gpu/cpu_device.cpp) that are long enough to
 // stand alone: im2col / col2im for convolution as GEMM, and 2x2 max
 // pooling without branches.
-#include "gpu/cpu_loops.hpp"
+#include "actorflow/gpu/cpu_loops.hpp"
 
 #include <algorithm>
 #include <bit>

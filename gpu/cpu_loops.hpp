@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "gpu/device.hpp"
+#include "actorflow/gpu/device.hpp"
 
 namespace af::gpu::cpu {
 

@@ -1,5 +1,5 @@
 // BLAS threads per CPU trainer (gpu/cpu_threads.hpp).
-#include "gpu/cpu_threads.hpp"
+#include "actorflow/gpu/cpu_threads.hpp"
 
 #include <sched.h>
 

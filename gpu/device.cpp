@@ -1,5 +1,5 @@
 // What every device shares: darray, and choosing a device by name.
-#include "gpu/device.hpp"
+#include "actorflow/gpu/device.hpp"
 
 #include <charconv>
 #include <stdexcept>

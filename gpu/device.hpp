@@ -156,7 +156,7 @@ public:
                                 float* dx) = 0;
   /// mask[i] = 0 with probability p, else 1 / (1 - p), drawn from
   /// (seed, i) only (the same on every device); y = x * mask.
-  /// Every device computes exactly, with mix64 from runtime/random.hpp
+  /// Every device computes exactly, with mix64 from runtime/core/random.hpp
   /// and i the element index as uint64_t:
   ///   u = double(mix64(seed ^ mix64(i)) >> 11) * 2^-53   // in [0, 1)
   ///   mask[i] = u < double(p) ? 0.0f : 1.0f / (1.0f - p) // float divide

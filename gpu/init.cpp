@@ -3,8 +3,8 @@
 #include <cstring>
 #include <string_view>
 
-#include "gpu/model.hpp"
-#include "runtime/random.hpp"
+#include "actorflow/gpu/model.hpp"
+#include "actorflow/runtime/core/random.hpp"
 
 namespace af::gpu {
 

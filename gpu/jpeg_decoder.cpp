@@ -1,4 +1,4 @@
-#include "gpu/jpeg_decoder.hpp"
+#include "actorflow/gpu/jpeg_decoder.hpp"
 
 #include <stdexcept>
 

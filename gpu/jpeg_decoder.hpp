@@ -4,7 +4,7 @@
 // device memory that a trainer on the same GPU reads in place.
 //
 // The caller computes where each output pixel samples its image
-// (runtime/image_ops.hpp's map_axis, from the crop box and flip), so that
+// (runtime/image/image_ops.hpp's map_axis, from the crop box and flip), so that
 // the kernel's arithmetic is the CPU path's: the same float operations in
 // the same order, without fused multiply-adds. Output differs from the CPU
 // path only where nvJPEG's IDCT and chroma upsampling differ from
@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/device_memory.hpp"
+#include "actorflow/runtime/core/device_memory.hpp"
 
 namespace af::gpu {
 

@@ -1,11 +1,11 @@
-#include "gpu/layers.hpp"
+#include "actorflow/gpu/layers.hpp"
 
 #include <climits>
 #include <cmath>
 #include <stdexcept>
 #include <utility>
 
-#include "runtime/random.hpp"
+#include "actorflow/runtime/core/random.hpp"
 
 namespace af::gpu {
 

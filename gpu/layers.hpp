@@ -17,7 +17,7 @@
 // - embedding must be the first layer; it takes F int32 local row indices
 //   per sample and outputs [F, dim]. Its table is initialised uniformly in
 //   [-0.05, 0.05] (Keras' default), not by Glorot: a row's fan-in is 1.
-// - features (a model with named inputs, actors/training_spec.hpp) must be
+// - features (a model with named inputs, actors/training/training_spec.hpp) must be
 //   the first layer too: its input is `ids` int32 local row indices per
 //   sample for all n samples, [n, F], followed by D floats per sample,
 //   [n, D]; it outputs [F * dim + D], each sample's rows gathered from its
@@ -25,7 +25,7 @@
 //   Its table is initialised as embedding's.
 // - dropout scales kept values by 1 / (1 - rate) while training and is the
 //   identity otherwise. Layer i's masks use the seed
-//   mix64(step seed ^ mix64(i)) (runtime/random.hpp), so two dropout layers
+//   mix64(step seed ^ mix64(i)) (runtime/core/random.hpp), so two dropout layers
 //   in one model draw different masks.
 #pragma once
 
@@ -35,8 +35,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu/device.hpp"
-#include "gpu/model.hpp"
+#include "actorflow/gpu/device.hpp"
+#include "actorflow/gpu/model.hpp"
 
 namespace af::gpu {
 

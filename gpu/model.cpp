@@ -1,13 +1,13 @@
 // A model: layers built and checked from the spec, activation and gradient
 // buffers sized for the largest batch seen so far, and the loss.
-#include "gpu/model.hpp"
+#include "actorflow/gpu/model.hpp"
 
 #include <algorithm>
 #include <climits>
 #include <stdexcept>
 #include <utility>
 
-#include "gpu/layers.hpp"
+#include "actorflow/gpu/layers.hpp"
 
 namespace af::gpu {
 

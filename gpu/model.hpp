@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu/device.hpp"
-#include "gpu/params.hpp"
+#include "actorflow/gpu/device.hpp"
+#include "actorflow/gpu/params.hpp"
 
 namespace af::gpu {
 

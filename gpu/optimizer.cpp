@@ -1,4 +1,4 @@
-#include "gpu/optimizer.hpp"
+#include "actorflow/gpu/optimizer.hpp"
 
 #include <cmath>
 #include <cstdint>

@@ -121,7 +121,7 @@ public:
   void apply_rows(float* table, const size_t* rows, const float* grads,
                   size_t r, double lr);
 
-  /// The state as plain arrays, for checkpoints (actors/ps_shard.cpp
+  /// The state as plain arrays, for checkpoints (actors/ps_shard/ps_shard.cpp
   /// stores them): slot1 is momentum's velocity, Adam's m or Adagrad's
   /// accumulator, slot2 Adam's v, each size() floats or empty where the
   /// optimizer has no such slot; steps holds steps(row) for every row

@@ -1,8 +1,8 @@
 // The trainable variables of a model, as the parameter servers and the
-// worker side of their protocol (runtime/ps_client.hpp) see them: a list of
+// worker side of their protocol (runtime/ps/ps_client.hpp) see them: a list of
 // variables with shapes, and device storage for each variable's values and
 // gradient. Two kinds of model provide it: the built-in layers
-// (gpu/model.hpp) and a TorchScript module (actors/torchscript_model.hpp).
+// (gpu/model.hpp) and a TorchScript module (actors/training/torchscript_model.hpp).
 #pragma once
 
 #include <cstddef>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/device.hpp"
+#include "actorflow/gpu/device.hpp"
 
 namespace af::gpu {
 

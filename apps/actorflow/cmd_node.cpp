@@ -15,12 +15,12 @@
 #include <caf/send.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actorflow/runtime/job/node.hpp"
+#include "actorflow/runtime/job/shutdown.hpp"
+#include "actorflow/runtime/net/data_plane.hpp"
+#include "actorflow/runtime/net/system.hpp"
 #include "apps/actorflow/options.hpp"
 #include "apps/actorflow/progress.hpp"
-#include "apps/actorflow/shutdown.hpp"
-#include "runtime/data_plane.hpp"
-#include "runtime/node.hpp"
-#include "runtime/system.hpp"
 
 namespace af::cli {
 
@@ -86,7 +86,7 @@ int cmd_node(const node_args& args, const registry& reg) {
     spdlog::info("node: TLS with certificate {}; peers need a certificate "
                  "signed by a CA in {}",
                  args.tls.cert, args.tls.ca);
-  // The data plane (runtime/data_plane.hpp), where the node binds; TLS
+  // The data plane (runtime/net/data_plane.hpp), where the node binds; TLS
   // with the same files when the node has them.
   try {
     data_plane::options dp;

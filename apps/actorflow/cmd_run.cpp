@@ -17,18 +17,17 @@
 #include <caf/send.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/metrics.hpp"
+#include "actorflow/actors/training/tensorboard_writer.hpp"
+#include "actorflow/runtime/job/job.hpp"
+#include "actorflow/runtime/job/shutdown.hpp"
+#include "actorflow/runtime/job/supervisor.hpp"
+#include "actorflow/runtime/net/data_plane.hpp"
+#include "actorflow/runtime/net/system.hpp"
+#include "actorflow/runtime/topology/topology.hpp"
 #include "apps/actorflow/metrics_endpoint.hpp"
 #include "apps/actorflow/options.hpp"
 #include "apps/actorflow/progress.hpp"
 #include "apps/actorflow/report.hpp"
-#include "apps/actorflow/restart.hpp"
-#include "apps/actorflow/shutdown.hpp"
-#include "runtime/data_plane.hpp"
-#include "runtime/autotune.hpp"
-#include "runtime/job.hpp"
-#include "runtime/system.hpp"
-#include "runtime/topology.hpp"
 
 namespace af::cli {
 
@@ -66,31 +65,6 @@ void log_job_start(caf::actor_system& sys, const std::string& name,
                sys.scheduler().num_workers(), opts.scheduler);
 }
 
-/// What autotune made of the topology: nothing without runtime.autotune.
-struct tuning {
-  std::vector<std::string> decisions;
-  std::optional<loaded_topology> tuned;
-};
-
-/// Measures and tunes the pipeline when the topology asks for it; throws
-/// what autotune() throws.
-tuning autotune_if_asked(caf::actor_system& sys, const loaded_topology& topo,
-                         const registry& reg) {
-  tuning t;
-  if (!topo.spec.runtime().autotune())
-    return t;
-  auto budget = autotune_budget_of(topo.spec.runtime());
-  spdlog::info("autotune: measuring the pipeline for {:.1f} s ({} cores, "
-               "{} MiB of RAM budget)",
-               budget.seconds, budget.cpus, budget.ram_bytes >> 20);
-  auto r = autotune(sys, topo, reg, budget);
-  t.decisions = std::move(r.decisions);
-  t.tuned = std::move(r.tuned);
-  for (auto& d : t.decisions)
-    spdlog::info("{}", d);
-  return t;
-}
-
 job_options job_options_of(const run_args& args) {
   job_options jopts;
   // Stages report every 0.5 s; refreshing the line once a second shows
@@ -117,9 +91,9 @@ std::string run_dir_of(const run_args& args, const loaded_topology& topo) {
 /// (--metrics-port). It must outlive the job.
 class job_monitor {
 public:
-  job_monitor(const run_args& args, const topology::Topology& spec)
+  explicit job_monitor(const run_args& args)
     : display_(isatty(STDERR_FILENO) == 1,
-               std::chrono::seconds{args.log_every_s}, &spec),
+               std::chrono::seconds{args.log_every_s}),
       show_(!args.no_progress) {
   }
 
@@ -215,57 +189,6 @@ private:
   std::shared_ptr<metrics_endpoint> endpoint_;
 };
 
-struct job_end {
-  run_result result;
-  bool interrupted = false; // a signal stopped (or aborted) the job
-};
-
-/// Waits for the job's end. The first SIGINT/SIGTERM stops it (drains the
-/// pipeline, or takes a checkpoint first when the topology has them); a
-/// later one aborts it.
-job_end wait_for_end(job& j, const run_args& args, progress_display& display,
-                     bool checkpoints) {
-  bool stop_sent = false;
-  bool abort_sent = false;
-  int signals_at_stop = 0;
-  auto stop_time = std::chrono::steady_clock::now();
-  std::optional<run_result> result;
-  while (!(result = j.wait_for(std::chrono::milliseconds{100}))) {
-    if (abort_sent) {
-      // The abort killed every stage, and the coordinator reports that at
-      // once; a process that still waits here has lost that report.
-      bound_shutdown(exit_interrupted, shutdown_limit(args.shutdown_timeout_s),
-                     signals_received);
-      continue;
-    }
-    auto n = signals_received.load();
-    if (n >= 1 && !stop_sent) {
-      stop_sent = true;
-      signals_at_stop = n;
-      stop_time = std::chrono::steady_clock::now();
-      display.finish();
-      spdlog::warn("interrupted: {} (press Ctrl-C again to abort)",
-                   checkpoints ? "taking a checkpoint, then stopping"
-                               : "draining the pipeline");
-      j.stop();
-      continue;
-    }
-    if (!stop_sent || abort_sent)
-      continue;
-    // One Ctrl-C can arrive twice (the terminal's process group and a
-    // supervisor such as timeout(1) both signal us): only a signal that
-    // comes well after the first one aborts.
-    if (std::chrono::steady_clock::now() - stop_time
-        < std::chrono::milliseconds{500}) {
-      signals_at_stop = n;
-    } else if (n > signals_at_stop) {
-      abort_sent = true;
-      j.abort("aborted by a second interrupt");
-    }
-  }
-  return {std::move(*result), stop_sent};
-}
-
 /// The summary on stdout (with autotune's decisions), --report-json, and
 /// the job's error on stderr.
 void print_outcome(const std::string& name, const run_result& result,
@@ -289,23 +212,15 @@ void print_outcome(const std::string& name, const run_result& result,
 }
 
 // The job of cmd_run in `sys`, to its summary; returns the exit code.
-// Bounds the shutdown (bound_shutdown) once the summary is out.
+// The runtime's supervisor runs it (autotune, interrupts, restarts after a
+// lost node); this only watches and prints. Bounds the shutdown
+// (bound_shutdown) once the summary is out.
 int run_job(caf::actor_system& sys, const run_args& args,
             const loaded_topology& topo, const engine_options& opts,
             const registry& reg) {
   auto name = topo.spec.name().empty() ? args.topology : topo.spec.name();
   log_job_start(sys, name, topo, opts);
-  tuning tune;
-  try {
-    tune = autotune_if_asked(sys, topo, reg);
-  } catch (const std::exception& ex) {
-    std::fprintf(stderr, "actorflow: %s\n", ex.what());
-    return exit_failure;
-  }
-  const auto& to_run = tune.tuned ? *tune.tuned : topo;
-
-  job_monitor monitor{args, to_run.spec};
-  auto jopts = job_options_of(args);
+  job_monitor monitor{args};
   if (args.metrics_port >= 0) {
     try {
       monitor.open_endpoint(args.metrics_port);
@@ -314,52 +229,35 @@ int run_job(caf::actor_system& sys, const run_args& args,
       return exit_usage;
     }
   }
-  jopts.on_progress = monitor.on_progress(!args.logdir.empty());
-  install_signal_handlers();
-  restarts again;
-  auto placed = to_run;
-  job_end end;
-  for (;;) {
-    // (Once the restarts are used up, a loss is handled as without them.)
-    jopts.restart_on_loss = again.count < args.max_restarts
-                            && to_run.spec.has_checkpoint();
-    std::string why;
-    auto j =
-      start_placed(sys, reg, to_run, placed, jopts, again.count > 0, why);
-    if (!j && again.count == 0) {
-      std::fprintf(stderr, "actorflow: %s\n", why.c_str());
-      return exit_failure;
-    }
-    if (!j) {
-      // The summary is the last start's, which failed for its lost node.
-      end.result.error += " (not started again: " + why + ")";
-      end.interrupted = signals_received.load() > 0;
-      break;
-    }
-    if (again.count > 0) {
-      monitor.restarted(*j);
-    } else if (!args.logdir.empty()) {
-      try {
-        monitor.start_events(sys, *j, run_dir_of(args, topo));
-      } catch (const std::exception& ex) {
-        std::fprintf(stderr, "actorflow: %s\n", ex.what());
-        j->abort(ex.what());
-        return exit_failure;
-      }
-    }
-    end = wait_for_end(*j, args, monitor.display(),
-                       to_run.spec.has_checkpoint());
-    auto next = restart_after(sys, reg, to_run, placed, args.max_restarts,
-                              end.result, end.interrupted, jopts, again);
-    if (!next)
-      break;
-    placed = std::move(*next);
+  supervise_options sopts;
+  sopts.job = job_options_of(args);
+  sopts.max_restarts = args.max_restarts;
+  sopts.interrupts = [] { return signals_received.load(); };
+  sopts.prepare = [&](const loaded_topology& to_run, job_options& jopts) {
+    monitor.display().set_topology(&to_run.spec);
+    jopts.on_progress = monitor.on_progress(!args.logdir.empty());
+    install_signal_handlers();
+  };
+  sopts.started = [&](job& j, int restarts) {
+    if (restarts > 0)
+      monitor.restarted(j);
+    else if (!args.logdir.empty())
+      monitor.start_events(sys, j, run_dir_of(args, topo));
+  };
+  sopts.stopping = [&] { monitor.display().finish(); };
+  sopts.aborted = [&] {
+    bound_shutdown(exit_interrupted, shutdown_limit(args.shutdown_timeout_s),
+                   signals_received);
+  };
+  auto run = supervise(sys, topo, reg, std::move(sopts));
+  if (!run.started) {
+    std::fprintf(stderr, "actorflow: %s\n", run.result.error.c_str());
+    return exit_failure;
   }
-  add_restarts(end.result, again);
-  monitor.finish(sys, end.result.final);
-  print_outcome(name, end.result, tune.decisions, args);
-  auto rc = end.interrupted ? exit_interrupted
-                            : (end.result.ok ? exit_ok : exit_failure);
+  monitor.finish(sys, run.result.final);
+  print_outcome(name, run.result, run.autotune, args);
+  auto rc = run.interrupted ? exit_interrupted
+                            : (run.result.ok ? exit_ok : exit_failure);
   // From here on (the job's actors stopping, ~actor_system), the process
   // exits within the bound whatever holds it.
   bound_shutdown(rc, shutdown_limit(args.shutdown_timeout_s),

@@ -4,8 +4,8 @@
 #include <memory>
 #include <string>
 
+#include "actorflow/runtime/topology/topology.hpp"
 #include "apps/actorflow/options.hpp"
-#include "runtime/topology.hpp"
 
 namespace af::cli {
 

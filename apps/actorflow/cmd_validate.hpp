@@ -5,7 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "runtime/registry.hpp"
+#include "actorflow/runtime/stage/registry.hpp"
 
 namespace af::cli {
 

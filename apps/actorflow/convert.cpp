@@ -17,11 +17,11 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
-#include "proto/example.pb.h"
-#include "runtime/csv_reader.hpp"
-#include "runtime/files.hpp"
-#include "runtime/idx.hpp"
-#include "runtime/image_codec.hpp"
+#include "actorflow/proto/example.pb.h"
+#include "actorflow/runtime/core/files.hpp"
+#include "actorflow/runtime/formats/csv_reader.hpp"
+#include "actorflow/runtime/formats/idx.hpp"
+#include "actorflow/runtime/image/image_codec.hpp"
 
 namespace af::cli {
 
@@ -454,7 +454,8 @@ void add_convert(CLI::App& app, std::function<int()>& action) {
 
   auto img = std::make_shared<images_args>();
   auto* from_images = convert->add_subcommand(
-    "images", "An image folder DIR/CLASS/*.jpg. Features: image (the JPEG "
+    "images", "An image folder DIR/CLASS/FILE of JPEG, PNG or WebP images "
+              "(by content; other files are skipped). Features: image (the "
               "file's bytes), label (class index, classes sorted by name), "
               "class (bytes), height, width (int64)");
   from_images->add_option("dir", img->dir, "Folder with one subfolder per "

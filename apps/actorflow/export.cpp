@@ -12,11 +12,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include "actors/ps_shard.hpp"
-#include "actors/torchscript_model.hpp"
+#include "actorflow/actors/ps_shard/ps_shard.hpp"
+#include "actorflow/actors/training/torchscript_model.hpp"
+#include "actorflow/runtime/protocol/ps.hpp"
+#include "actorflow/runtime/state/checkpoint.hpp"
 #include "apps/actorflow/options.hpp"
-#include "runtime/checkpoint.hpp"
-#include "runtime/ps.hpp"
 
 namespace af::cli {
 

@@ -27,10 +27,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actorflow/runtime/core/random.hpp"
+#include "actorflow/version.hpp"
 #include "apps/actorflow/options.hpp"
 #include "apps/actorflow/progress.hpp"
-#include "runtime/random.hpp"
-#include "runtime/version.hpp"
 
 namespace af::cli {
 

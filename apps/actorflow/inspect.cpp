@@ -9,8 +9,8 @@
 #include <google/protobuf/stubs/strutil.h>
 #include <nlohmann/json.hpp>
 
-#include "proto/example.pb.h"
-#include "runtime/tfrecord_reader.hpp"
+#include "actorflow/proto/example.pb.h"
+#include "actorflow/runtime/formats/tfrecord_reader.hpp"
 
 namespace af::cli {
 

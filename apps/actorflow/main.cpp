@@ -10,17 +10,17 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/builtin.hpp"
+#include "actorflow/actors/builtin.hpp"
+#include "actorflow/runtime/stage/registry.hpp"
+#include "actorflow/version.hpp"
 #include "apps/actorflow/cmd_node.hpp"
 #include "apps/actorflow/cmd_run.hpp"
 #include "apps/actorflow/cmd_validate.hpp"
 #include "apps/actorflow/convert.hpp"
-#include "apps/actorflow/generate.hpp"
 #include "apps/actorflow/export.hpp"
+#include "apps/actorflow/generate.hpp"
 #include "apps/actorflow/inspect.hpp"
 #include "apps/actorflow/options.hpp"
-#include "runtime/registry.hpp"
-#include "runtime/version.hpp"
 
 int main(int argc, char** argv) {
   using namespace af::cli;

@@ -1,5 +1,5 @@
 // `actorflow run --metrics-port PORT`: the numbers the TensorBoard writer
-// gets (actors/metrics.hpp, progress_scalars) as Prometheus gauges over
+// gets (actors/training/tensorboard_writer.hpp, progress_scalars) as Prometheus gauges over
 // HTTP on 127.0.0.1 (cpp-httplib serves what prometheus-cpp's text
 // serializer writes; docs/monitoring.md).
 #pragma once
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/stage_stats.hpp"
+#include "actorflow/runtime/protocol/stage_stats.hpp"
 
 namespace af::cli {
 

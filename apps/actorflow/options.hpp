@@ -7,8 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "runtime/system.hpp"
-#include "runtime/topology.hpp"
+#include "actorflow/runtime/net/system.hpp"
+#include "actorflow/runtime/topology/topology.hpp"
 
 namespace af::cli {
 

@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
-#include "runtime/job.hpp"
-#include "runtime/topology.hpp"
+#include "actorflow/runtime/job/job.hpp"
+#include "actorflow/runtime/topology/topology.hpp"
 
 namespace af::cli {
 
@@ -19,6 +19,10 @@ public:
   /// ETA once the records the trainers will take are known.
   progress_display(bool terminal, std::chrono::seconds log_every,
                    const topology::Topology* spec = nullptr);
+  /// The topology as it runs (after autotune), before the job starts.
+  void set_topology(const topology::Topology* spec) {
+    spec_ = spec;
+  }
   /// Called by the job's coordinator.
   void update(const job_progress& p);
   /// Clears the live line (before the summary is printed).

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/metrics.hpp"
+#include "actorflow/actors/training/tensorboard_writer.hpp"
 #include "apps/actorflow/progress.hpp"
 
 namespace af::cli {

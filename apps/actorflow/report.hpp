@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/job.hpp"
+#include "actorflow/runtime/job/job.hpp"
 
 namespace af::cli {
 

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/tfrecord_writer.hpp"
+#include "actorflow/runtime/formats/tfrecord_writer.hpp"
 
 namespace af::cli {
 

@@ -25,7 +25,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/actorflow.hpp"
+#include <actorflow/actors/actorflow.hpp>
 
 namespace {
 

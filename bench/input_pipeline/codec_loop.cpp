@@ -21,8 +21,8 @@
 #include <spng.h>
 #include <webp/decode.h>
 
-#include "runtime/files.hpp"
-#include "runtime/image_codec.hpp"
+#include "actorflow/runtime/core/files.hpp"
+#include "actorflow/runtime/image/image_codec.hpp"
 
 using namespace af;
 

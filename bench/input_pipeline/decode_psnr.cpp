@@ -20,9 +20,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "runtime/image_ops.hpp"
-#include "runtime/jpeg.hpp"
-#include "runtime/random.hpp"
+#include "actorflow/runtime/core/random.hpp"
+#include "actorflow/runtime/image/image_ops.hpp"
+#include "actorflow/runtime/image/jpeg.hpp"
 
 using namespace af;
 

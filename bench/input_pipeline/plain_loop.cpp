@@ -14,11 +14,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include "proto/example.pb.h"
-#include "runtime/files.hpp"
-#include "runtime/image_ops.hpp"
-#include "runtime/jpeg.hpp"
-#include "runtime/tfrecord_reader.hpp"
+#include "actorflow/proto/example.pb.h"
+#include "actorflow/runtime/core/files.hpp"
+#include "actorflow/runtime/formats/tfrecord_reader.hpp"
+#include "actorflow/runtime/image/image_ops.hpp"
+#include "actorflow/runtime/image/jpeg.hpp"
 
 using namespace af;
 

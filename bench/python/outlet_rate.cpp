@@ -16,7 +16,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/event_based_actor.hpp>
 
-#include "actors/actorflow.hpp"
+#include "actorflow/actors/actorflow.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"Batches per second through an outlet to a C++ actor"};

@@ -408,7 +408,7 @@ def wait_ports(addrs, cluster, timeout):
 # ActorFlow's initial values
 
 def _mix64(x):
-    """SplitMix64's finalizer on a uint64 array (runtime/random.hpp)."""
+    """SplitMix64's finalizer on a uint64 array (runtime/core/random.hpp)."""
     import numpy as np
 
     u = np.uint64

@@ -3,7 +3,7 @@
 backward on a batch of 64, one thread), timed three ways: eager PyTorch,
 the TorchScript module with libtorch's graph-executor optimizations on (its
 default), and with them off (what ActorFlow's trainers run: see
-actors/torchscript_model.cpp). Prints ms per step, the mean of 100 steps
+actors/training/detail/torchscript_model.cpp). Prints ms per step, the mean of 100 steps
 after 10 to warm up, for each.
 
     /usr/bin/python3 bench/torchscript/executor_modes.py

@@ -73,7 +73,7 @@ if(AF_CUDA)
     # af_gpu exists already, so the CMAKE_CUDA_* defaults did not reach it.
     # C++17 for the .cu files: CMake 3.25 knows no C++20 flag for nvcc (and
     # would otherwise take CXX_STANDARD); the headers they include
-    # (gpu/device.hpp, runtime/random.hpp) must stay C++17.
+    # (gpu/device.hpp, runtime/core/random.hpp) must stay C++17.
     set_target_properties(af_gpu PROPERTIES
       CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}"
       CUDA_STANDARD 17
@@ -92,7 +92,7 @@ if(AF_CUDA)
     target_compile_definitions(af_gpu PUBLIC AF_HAVE_CUDA)
     # af_warnings is CXX-only (nvcc rejects -Wpedantic); the same for the
     # host side of our .cu files. --expt-relaxed-constexpr lets kernels
-    # call af::mix64 (runtime/random.hpp) so the dropout mask has one
+    # call af::mix64 (runtime/core/random.hpp) so the dropout mask has one
     # definition.
     target_compile_options(af_gpu PRIVATE
       $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr

@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include "gpu/cuda/check.cuh"
-#include "gpu/cuda/cudnn_plans.cuh"
-#include "gpu/cuda/kernels.cuh"
-#include "gpu/device.hpp"
+#include "actorflow/gpu/cuda/check.cuh"
+#include "actorflow/gpu/cuda/cudnn_plans.cuh"
+#include "actorflow/gpu/cuda/kernels.cuh"
+#include "actorflow/gpu/device.hpp"
 
 namespace af::gpu {
 namespace {

@@ -1,6 +1,6 @@
 // The CUDA device's convolution plans (gpu/cuda/cudnn_plans.cuh): which
 // of cuDNN's algorithms each pass runs, for the device's precision.
-#include "gpu/cuda/cudnn_plans.cuh"
+#include "actorflow/gpu/cuda/cudnn_plans.cuh"
 
 #include <stdexcept>
 

@@ -8,8 +8,8 @@
 
 #include <cstddef>
 
-#include "gpu/cuda/check.cuh"
-#include "gpu/device.hpp"
+#include "actorflow/gpu/cuda/check.cuh"
+#include "actorflow/gpu/device.hpp"
 
 namespace af::gpu::cuda {
 

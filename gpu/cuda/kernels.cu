@@ -1,11 +1,11 @@
 // Elementwise and row kernels of the CUDA device (see kernels.cuh). All use
 // grid-stride loops over size_t indices so that any n fits one launch.
-#include "gpu/cuda/check.cuh"
-#include "gpu/cuda/kernels.cuh"
+#include "actorflow/gpu/cuda/check.cuh"
+#include "actorflow/gpu/cuda/kernels.cuh"
 
 #include <algorithm>
 
-#include "runtime/random.hpp"
+#include "actorflow/runtime/core/random.hpp"
 
 namespace af::gpu::cuda {
 namespace {

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "gpu/cuda/check.cuh"
-#include "gpu/device.hpp"
-#include "gpu/jpeg_decoder.hpp"
+#include "actorflow/gpu/cuda/check.cuh"
+#include "actorflow/gpu/device.hpp"
+#include "actorflow/gpu/jpeg_decoder.hpp"
 
 namespace af::gpu {
 namespace {
@@ -69,7 +69,7 @@ struct source {
 };
 
 // One thread per output pixel of one image (blockIdx.z). The float
-// operations are resample() of runtime/image_ops.cpp, one by one, with the
+// operations are resample() of runtime/image/image_ops.cpp, one by one, with the
 // _rn intrinsics so that nvcc fuses none of them into an FMA (the CPU
 // build has none either: x86-64 without -mfma).
 template <class Out>

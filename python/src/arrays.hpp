@@ -5,7 +5,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
-#include "runtime/batch.hpp"
+#include "actorflow/runtime/core/batch.hpp"
 
 namespace af::py {
 

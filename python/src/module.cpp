@@ -11,12 +11,12 @@
 #include <pybind11/stl.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/builtin.hpp"
+#include "actorflow/actors/builtin.hpp"
+#include "actorflow/runtime/stage/registry.hpp"
+#include "actorflow/runtime/topology/topology.hpp"
+#include "actorflow/version.hpp"
 #include "python/src/arrays.hpp"
 #include "python/src/stream.hpp"
-#include "runtime/registry.hpp"
-#include "runtime/topology.hpp"
-#include "runtime/version.hpp"
 
 namespace pyb = pybind11;
 using namespace pybind11::literals;

@@ -16,10 +16,10 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/builtin.hpp"
-#include "runtime/census.hpp"
-#include "runtime/registry.hpp"
-#include "runtime/system.hpp"
+#include "actorflow/actors/builtin.hpp"
+#include "actorflow/runtime/core/census.hpp"
+#include "actorflow/runtime/net/system.hpp"
+#include "actorflow/runtime/stage/registry.hpp"
 
 namespace af::py {
 

@@ -16,9 +16,9 @@
 #include <optional>
 #include <string>
 
-#include "runtime/batch.hpp"
-#include "runtime/job.hpp"
-#include "runtime/topology.hpp"
+#include "actorflow/runtime/core/batch.hpp"
+#include "actorflow/runtime/job/job.hpp"
+#include "actorflow/runtime/topology/topology.hpp"
 
 namespace af::py {
 

@@ -13,7 +13,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/actorflow.hpp"
+#include "actorflow/actors/actorflow.hpp"
 #include "tests/support/harness.hpp"
 
 using namespace af;

@@ -22,11 +22,27 @@ cmake --install "$build" --prefix "$work/prefix" > "$work/install.log" 2>&1 \
   || fail "cmake --install failed"
 for f in lib/cmake/ActorFlow/ActorFlowConfig.cmake \
          lib/cmake/ActorFlow/ActorFlowConfigVersion.cmake \
-         include/actorflow/actors/actorflow.hpp include/actorflow/runtime/version.hpp \
+         include/actorflow/actors/actorflow.hpp include/actorflow/version.hpp \
          include/actorflow/proto/topology.pb.h lib/libaf_runtime.a lib/libaf_actors.a; do
   [ -f "$work/prefix/$f" ] || fail "the install lacks $f"
 done
 version=$("$bin" --version | awk '{print $2}')
+# The public headers are every header outside a detail/ folder, by rule
+# (cmake/ActorFlowInstall.cmake): none of detail/ is installed, and all of
+# them, included together with <prefix>/include as the only include path
+# of ours, compile (what they include is installed too).
+(cd "$work/prefix/include" && find actorflow -name '*.hpp' | sort) > "$work/headers.txt"
+grep -q '/detail/' "$work/headers.txt" && fail "an internal header was installed: $(grep -m1 /detail/ "$work/headers.txt")"
+for h in actorflow/runtime/job/job.hpp actorflow/runtime/core/tensor.hpp \
+         actorflow/runtime/formats/tfrecord_reader.hpp actorflow/actors/builtin.hpp; do
+  grep -qx "$h" "$work/headers.txt" || fail "the install lacks $h"
+done
+[ -e "$work/prefix/include/runtime" ] && fail "the install has a bare include/runtime"
+sed 's/.*/#include <&>/' "$work/headers.txt" > "$work/all_headers.cpp"
+"$cxx" -std=c++20 -fsyntax-only -I"$work/prefix/include" "$work/all_headers.cpp" \
+  > "$work/headers.log" 2>&1 \
+  || fail "the $(wc -l < "$work/headers.txt") installed headers do not compile together"
+echo "ok: $(wc -l < "$work/headers.txt") installed headers compile with <prefix>/include alone"
 
 case $case_name in
   example)

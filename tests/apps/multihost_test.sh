@@ -366,7 +366,7 @@ reader_killed() {
 # reached the reader. (It once lost an item: decode[1] credited the
 # reader for an item whose output was still on its way to the
 # coordinator's node when w3 died. Items are now acknowledged only once
-# the batcher credited their outputs: runtime/credit.hpp, pending_ack.)
+# the batcher credited their outputs: runtime/stage/credit.hpp, pending_ack.)
 decoder_killed() {
   input_node_killed multi_decode decode
   expect_err "decode\[1\] went down (.*); its unfinished items go to the other replicas of decode"
@@ -914,7 +914,7 @@ EOF
     # Local address column: 127.0.0.1:PORT on every line, nothing wider.
     echo "$listening" | awk -v want="127.0.0.1:$p" '$4 != want { bad = 1 } END { exit bad }' \
       || fail "port $p is not bound to 127.0.0.1 only"
-    # Its data port (runtime/data_plane.hpp) binds there too, and the
+    # Its data port (runtime/net/data_plane.hpp) binds there too, and the
     # node's process listens nowhere else.
     wait_log w1 "node: data port 127.0.0.1:" 10
     dp=$(grep -o 'node: data port 127.0.0.1:[0-9]*' "$tmp/node-w1.err" | head -n 1)
@@ -967,7 +967,7 @@ EOF
     ;;
   data_link_cut)
     # A data connection that breaks while both nodes live on and stay
-    # connected to the coordinator (runtime/data_plane.hpp; the failpoint
+    # connected to the coordinator (runtime/net/data_plane.hpp; the failpoint
     # closes w2's after 300 frames, as a cut link would): train[0] on w2
     # loses its input from batch[0] on w1 as if w1 were lost, fails, and
     # the job goes on with train[1], instead of waiting for ever for the

@@ -10,7 +10,7 @@
 # `actorflow node --listen 10.213.N.K:0` inside. Node w1 runs in the root
 # namespace on the bridge's address, and `actorflow run` there too. So
 # every node reaches every other directly, as the data plane needs
-# (runtime/data_plane.hpp), and a bridge is no IP forwarding: nothing of
+# (runtime/net/data_plane.hpp), and a bridge is no IP forwarding: nothing of
 # the machine's own settings changes. The topology is
 # data/multi_killed.pbtxt.in with the nodes' addresses replaced: the
 # source, the batcher and both shards on w1, trainer replica 0 on w2,

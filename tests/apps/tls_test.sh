@@ -211,7 +211,7 @@ case $case_name in
     expect_alive_clean_end
     ;;
   data_plane)
-    # With --tls-* the data plane (runtime/data_plane.hpp) is TLS too, with
+    # With --tls-* the data plane (runtime/net/data_plane.hpp) is TLS too, with
     # the same files and the same mutual check: trainers on w2, shards on
     # w1, the source and the batcher in the coordinator; w1's data plane
     # takes TCP only (--data-socket tcp), w2's also a Unix socket.

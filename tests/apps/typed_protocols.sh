@@ -11,7 +11,7 @@ cxx=$1 src=$2 build=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 compile() {
-  "$cxx" -std=c++20 -fsyntax-only -I"$src" -I"$build" -DCASE="$1" \
+  "$cxx" -std=c++20 -fsyntax-only -I"$build/include" -DCASE="$1" \
     "$src/tests/compile/typed_protocols.cpp" > "$work/$1.log" 2>&1
 }
 if ! compile 0; then

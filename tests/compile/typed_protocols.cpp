@@ -1,5 +1,5 @@
 // Compiled by tests/apps/typed_protocols.sh, once per CASE: the typed
-// interfaces (runtime/stream.hpp, coordinator.hpp, service.hpp, ps.hpp,
+// interfaces (runtime/protocol/stream.hpp, coordinator.hpp, service.hpp, ps.hpp,
 // node.hpp) turn a message their table lacks into a compile error. CASE 0
 // sends a row of each table and must compile; every other CASE sends one
 // message that no table has and must fail with CAF's "receiver does not
@@ -11,11 +11,11 @@
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
 
-#include "runtime/coordinator.hpp"
-#include "runtime/node.hpp"
-#include "runtime/ps.hpp"
-#include "runtime/service.hpp"
-#include "runtime/stream.hpp"
+#include "actorflow/runtime/job/node.hpp"
+#include "actorflow/runtime/protocol/detail/coordinator.hpp"
+#include "actorflow/runtime/protocol/ps.hpp"
+#include "actorflow/runtime/protocol/service.hpp"
+#include "actorflow/runtime/protocol/stream.hpp"
 
 void sends(af::stage_actor replica, af::coordinator_actor coordinator,
            af::service_actor service, af::ps_shard_actor shard,

@@ -1,4 +1,4 @@
-// libFuzzer target: reading checkpoints (runtime/checkpoint.hpp:
+// libFuzzer target: reading checkpoints (runtime/state/checkpoint.hpp:
 // checkpoint_store::latest() and steps(), which parse MANIFEST and check
 // the part files against it) on an arbitrary checkpoint directory.
 //
@@ -27,10 +27,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "runtime/checkpoint.hpp"
-#include "runtime/crc32c.hpp"
-#include "runtime/job_part.hpp"
-#include "runtime/state_io.hpp"
+#include "actorflow/runtime/formats/crc32c.hpp"
+#include "actorflow/runtime/job/job_part.hpp"
+#include "actorflow/runtime/state/checkpoint.hpp"
+#include "actorflow/runtime/state/state_io.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
 
 namespace fs = std::filesystem;

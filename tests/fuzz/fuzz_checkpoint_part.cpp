@@ -1,7 +1,7 @@
 // libFuzzer target: the decoders of a checkpoint's stage parts. A stage
-// replica's part is a "stage/1" state (runtime/stage.cpp: epochs
+// replica's part is a "stage/1" state (runtime/stage/stage.cpp: epochs
 // forwarded, epochs ended per input, the logic's own state; read with
-// load_state, runtime/state_io.hpp) whose last field is the stage logic's
+// load_state, runtime/state/state_io.hpp) whose last field is the stage logic's
 // snapshot, read by stage_logic::restore. Each input is decoded as a
 // whole stage part and, as it is, by the restore of every built-in stage
 // type with a state here (batcher, shuffle, take, skip, transform,
@@ -12,7 +12,7 @@
 // a runaway loop.
 //
 // Each input is also read as the coordinator's "job" part
-// (runtime/job_part.hpp): a std::runtime_error naming the part, or a
+// (runtime/job/job_part.hpp): a std::runtime_error naming the part, or a
 // job_part that writes back to text that reads back the same. (The
 // parameter-server shards' parts have their own target, fuzz_ps_snapshot.)
 //
@@ -26,10 +26,10 @@
 #include <string_view>
 #include <vector>
 
-#include "actors/builtin.hpp"
-#include "runtime/job_part.hpp"
-#include "runtime/registry.hpp"
-#include "runtime/state_io.hpp"
+#include "actorflow/actors/builtin.hpp"
+#include "actorflow/runtime/job/job_part.hpp"
+#include "actorflow/runtime/stage/registry.hpp"
+#include "actorflow/runtime/state/state_io.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
 
 namespace {
@@ -199,7 +199,7 @@ void write_seeds(const std::string& dir) {
                      ? "_spilled"
                      : "");
     for (size_t i = 0; i < states.size(); ++i) {
-      // As the replica's stage part holds it (runtime/stage.cpp).
+      // As the replica's stage part holds it (runtime/stage/stage.cpp).
       auto part = af::save_state("stage/1", uint64_t{i}, std::vector<uint64_t>{i},
                                  states[i]);
       af::fuzz::write_file(dir + "/" + name + "_" + std::to_string(i), part);

@@ -1,4 +1,4 @@
-// libFuzzer target: the CSV reader (runtime/csv_reader.hpp) on arbitrary
+// libFuzzer target: the CSV reader (runtime/formats/csv_reader.hpp) on arbitrary
 // file contents, with ',' and with ';' as the delimiter. Every outcome must
 // be rows with the line each starts on, or an error naming the file and
 // line; nothing may crash, hang or allocate wildly.
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/csv_reader.hpp"
+#include "actorflow/runtime/formats/csv_reader.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

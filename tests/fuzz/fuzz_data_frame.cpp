@@ -1,4 +1,4 @@
-// libFuzzer target: a data-plane frame (runtime/data_frame.hpp) as a
+// libFuzzer target: a data-plane frame (runtime/net/detail/data_frame.hpp) as a
 // node's reader thread takes it from a peer that passed the hello: the
 // 48-byte header, then the descriptor, then the payload, from arbitrary
 // bytes. A header must parse or be refused with a reason; a message frame
@@ -8,7 +8,7 @@
 // the same payload size and load again.
 //
 // A shared message (its payload block references into the sender's
-// shared memory, runtime/data_shm.hpp) loads against a fresh region in
+// shared memory, runtime/net/detail/data_shm.hpp) loads against a fresh region in
 // which four blocks were handed over: a reference that names anything else
 // must be refused, never read.
 //
@@ -29,12 +29,12 @@
 #include <caf/message.hpp>
 #include <caf/sec.hpp>
 
-#include "runtime/batch.hpp"
-#include "runtime/data_frame.hpp"
-#include "runtime/data_plane_impl.hpp"
-#include "runtime/data_shm.hpp"
-#include "runtime/ps.hpp"
-#include "runtime/system.hpp"
+#include "actorflow/runtime/core/batch.hpp"
+#include "actorflow/runtime/net/detail/data_frame.hpp"
+#include "actorflow/runtime/net/detail/data_plane_impl.hpp"
+#include "actorflow/runtime/net/detail/data_shm.hpp"
+#include "actorflow/runtime/net/system.hpp"
+#include "actorflow/runtime/protocol/ps.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
 
 namespace frame = af::data_frame;
@@ -196,8 +196,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The references of a shared message come from the stream, as the
   // node's reader takes them.
   std::optional<region_blocks> region;
-  std::unique_ptr<af::data_plane_detail::stream> refs_stream;
-  std::optional<af::data_plane_detail::shm_source> refs;
+  std::unique_ptr<af::detail::stream> refs_stream;
+  std::optional<af::detail::shm_source> refs;
   int pipe_fds[2] = {-1, -1};
   if (shared) {
     region.emplace();
@@ -208,7 +208,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (n > 0 && ::write(pipe_fds[1], payload.p, n) != static_cast<ssize_t>(n))
       std::abort();
     ::close(pipe_fds[1]);
-    refs_stream = af::data_plane_detail::plain_stream(pipe_fds[0], false);
+    refs_stream = af::detail::plain_stream(pipe_fds[0], false);
     refs.emplace(*refs_stream, *region->in);
   }
   frame::source& from =

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/builtin.hpp"
-#include "runtime/registry.hpp"
+#include "actorflow/actors/builtin.hpp"
+#include "actorflow/runtime/stage/registry.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target: the IDX reader (runtime/idx.hpp) on arbitrary file
+// libFuzzer target: the IDX reader (runtime/formats/idx.hpp) on arbitrary file
 // contents, as a plain file and gzip-compressed. Opening, reading in
 // batches to the end and seeking must give rows of the header's shape or
 // an error naming the file and offset; never a crash, an exception, a
@@ -9,7 +9,7 @@
 
 #include <zlib.h>
 
-#include "runtime/idx.hpp"
+#include "actorflow/runtime/formats/idx.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
 
 namespace {

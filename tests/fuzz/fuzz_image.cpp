@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/image_ops.hpp"
-#include "runtime/jpeg.hpp"
+#include "actorflow/runtime/image/image_ops.hpp"
+#include "actorflow/runtime/image/jpeg.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes{reinterpret_cast<const char*>(data), size};

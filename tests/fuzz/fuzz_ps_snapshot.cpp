@@ -1,6 +1,6 @@
 // libFuzzer target: the parameter-server shard snapshot decoder
-// (ps_shard_state::restore, format in actors/ps_shard.hpp: a state frame
-// of runtime/state_io.hpp) on arbitrary bytes, as they are and reframed
+// (ps_shard_state::restore, format in actors/ps_shard/ps_shard.hpp: a state frame
+// of runtime/state/state_io.hpp) on arbitrary bytes, as they are and reframed
 // with a right CRC (so that the fuzzer gets past the CRC into the values).
 // A snapshot must be refused with std::invalid_argument, leaving the shard
 // as it was, or restored into a shard that then serves pulls and pushes
@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "actors/ps_shard.hpp"
-#include "runtime/ps.hpp"
-#include "runtime/state_io.hpp"
+#include "actorflow/actors/ps_shard/ps_shard.hpp"
+#include "actorflow/runtime/protocol/ps.hpp"
+#include "actorflow/runtime/state/state_io.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
 
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "runtime/tfrecord_reader.hpp"
+#include "actorflow/runtime/formats/tfrecord_reader.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target: the topology text loader (runtime/topology.hpp:
+// libFuzzer target: the topology text loader (runtime/topology/topology.hpp:
 // load_topology_text, the protobuf text format plus every built-in stage
 // type's checks and the whole-topology checks) on arbitrary text. It must
 // give a validated topology or errors naming the file and line; never a
@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
-#include "actors/builtin.hpp"
-#include "runtime/registry.hpp"
-#include "runtime/topology.hpp"
+#include "actorflow/actors/builtin.hpp"
+#include "actorflow/runtime/stage/registry.hpp"
+#include "actorflow/runtime/topology/topology.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const af::registry reg = [] {

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/image_codec.hpp"
-#include "runtime/image_ops.hpp"
+#include "actorflow/runtime/image/image_codec.hpp"
+#include "actorflow/runtime/image/image_ops.hpp"
 
 namespace af::fuzz {
 

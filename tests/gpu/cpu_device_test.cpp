@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu/cpu_threads.hpp"
-#include "gpu/device.hpp"
+#include "actorflow/gpu/cpu_threads.hpp"
+#include "actorflow/gpu/device.hpp"
 
 using namespace af::gpu;
 

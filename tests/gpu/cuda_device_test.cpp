@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "gpu/device.hpp"
-#include "gpu/model.hpp"
-#include "runtime/random.hpp"
+#include "actorflow/gpu/device.hpp"
+#include "actorflow/gpu/model.hpp"
+#include "actorflow/runtime/core/random.hpp"
 #include "tests/gpu/cuda_twin.hpp"
 
 using namespace af::gpu;

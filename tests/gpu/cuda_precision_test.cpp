@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu/device.hpp"
-#include "gpu/model.hpp"
+#include "actorflow/gpu/device.hpp"
+#include "actorflow/gpu/model.hpp"
 #include "tests/gpu/cuda_twin.hpp"
 
 using namespace af::gpu;

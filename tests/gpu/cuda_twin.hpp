@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu/device.hpp"
-#include "runtime/random.hpp"
+#include "actorflow/gpu/device.hpp"
+#include "actorflow/runtime/core/random.hpp"
 
 namespace af::gpu::test {
 

@@ -14,10 +14,10 @@
 
 #include <catch2/catch.hpp>
 
-#include "gpu/device.hpp"
-#include "gpu/layers.hpp"
-#include "gpu/model.hpp"
-#include "runtime/random.hpp"
+#include "actorflow/gpu/device.hpp"
+#include "actorflow/gpu/layers.hpp"
+#include "actorflow/gpu/model.hpp"
+#include "actorflow/runtime/core/random.hpp"
 
 using namespace af::gpu;
 using Catch::Matchers::Contains;

@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "gpu/optimizer.hpp"
+#include "actorflow/gpu/optimizer.hpp"
 
 using af::gpu::check;
 using af::gpu::optimizer_config;

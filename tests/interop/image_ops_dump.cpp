@@ -30,14 +30,14 @@
 
 #include <google/protobuf/text_format.h>
 
-#include "actors/image_decode.hpp"
-#include "proto/topology.pb.h"
-#include "runtime/batch.hpp"
-#include "runtime/image_ops.hpp"
-#include "runtime/jpeg.hpp"
-#include "runtime/random.hpp"
-#include "runtime/stage.hpp"
-#include "runtime/tensor.hpp"
+#include "actorflow/actors/features/image_decode.hpp"
+#include "actorflow/proto/topology.pb.h"
+#include "actorflow/runtime/core/batch.hpp"
+#include "actorflow/runtime/core/random.hpp"
+#include "actorflow/runtime/core/tensor.hpp"
+#include "actorflow/runtime/image/image_ops.hpp"
+#include "actorflow/runtime/image/jpeg.hpp"
+#include "actorflow/runtime/stage/stage.hpp"
 
 namespace {
 

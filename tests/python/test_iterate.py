@@ -63,7 +63,7 @@ def test_cache_hands_out_the_same_memory_every_epoch(fmnist):
 
 def test_batches_outlive_the_job(fmnist, fmnist_train):
     # Batches of 200 images (156,800 bytes) are big enough for the buffer
-    # pool (runtime/buffer_pool.hpp): were the kept arrays' buffers freed,
+    # pool (runtime/core/buffer_pool.hpp): were the kept arrays' buffers freed,
     # the next job, on other images of the same shape, would reuse and
     # overwrite them.
     it = actorflow.Pipeline.from_text(idx_topology(fmnist, batch=200)).iterate()

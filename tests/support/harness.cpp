@@ -9,10 +9,10 @@
 #include <caf/atom.hpp>
 #include <catch2/catch.hpp>
 
-#include "actors/builtin.hpp"
-#include "runtime/busy_work.hpp"
-#include "runtime/custom_stage.hpp"
-#include "runtime/system.hpp"
+#include "actorflow/actors/builtin.hpp"
+#include "actorflow/runtime/core/busy_work.hpp"
+#include "actorflow/runtime/net/system.hpp"
+#include "actorflow/runtime/stage/custom_stage.hpp"
 
 namespace af::test {
 

@@ -14,9 +14,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
-#include "runtime/job.hpp"
-#include "runtime/registry.hpp"
-#include "runtime/topology.hpp"
+#include "actorflow/runtime/job/job.hpp"
+#include "actorflow/runtime/stage/registry.hpp"
+#include "actorflow/runtime/topology/topology.hpp"
 
 namespace af::test {
 
@@ -33,7 +33,7 @@ struct observations {
   std::vector<batch> collected;
 };
 
-/// `network`: with CAF's middleman loaded (runtime/system.hpp's
+/// `network`: with CAF's middleman loaded (runtime/net/system.hpp's
 /// enable_network), so that the system has a node id of its own, as a
 /// node has (without it every process's is "invalid-node").
 struct config : caf::actor_system_config {

@@ -1,4 +1,4 @@
-// IDX files for tests (runtime/idx.hpp reads them).
+// IDX files for tests (runtime/formats/idx.hpp reads them).
 #pragma once
 
 #include <cstdint>

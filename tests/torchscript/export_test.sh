@@ -8,7 +8,7 @@
 # wrote (evaluator.predictions) within 1e-5, its test loss the evaluator's
 # within 1e-5 and its accuracy exactly, and a
 # module that is not the one trained must be refused naming the variable.
-# First: the backend plugin (actors/torchscript_plugin.hpp) missing, or a
+# First: the backend plugin (actors/training/torchscript_plugin.hpp) missing, or a
 # library that is not it, is refused at validate, naming the file.
 #   export_test.sh ACTORFLOW MODULE_DIR
 set -euo pipefail

@@ -5,7 +5,7 @@ trains and refuses, and the values the test checks them against:
     /usr/bin/python3 tests/torchscript/make_modules.py OUT_DIR
 
 Debian's python3-torch (1.13, as libtorch-dev) scripts them. Each module's
-forward follows the contract of actors/torchscript_model.hpp.
+forward follows the contract of actors/training/torchscript_model.hpp.
 """
 
 import json

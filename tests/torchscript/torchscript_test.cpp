@@ -1,4 +1,4 @@
-// TorchScript models (actors/torchscript_model.hpp): what the engine reads
+// TorchScript models (actors/training/torchscript_model.hpp): what the engine reads
 // from a module, the gradients and buffer changes a step pushes, the rows a
 // categorical input looks up and the row gradients it pushes back, the
 // errors that name the file and the field, and whole jobs that train a
@@ -12,10 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/torchscript_model.hpp"
-#include "actors/training_spec.hpp"
-#include "gpu/device.hpp"
-#include "runtime/topology.hpp"
+#include "actorflow/actors/training/torchscript_model.hpp"
+#include "actorflow/actors/training/training_spec.hpp"
+#include "actorflow/gpu/device.hpp"
+#include "actorflow/runtime/topology/topology.hpp"
 #include "tests/support/harness.hpp"
 
 using namespace af;
