@@ -1,3 +1,6 @@
+// The built-in stage types (`actorflow validate --list-types` lists them),
+// the parameter-server service and the training section's checks. Declared
+// in actors/builtin.hpp.
 #include "actorflow/actors/builtin.hpp"
 
 #include "actorflow/actors/dataset/batcher.hpp"

@@ -1,3 +1,6 @@
+// batcher: re-chunks incoming items into batches of exactly `batch_size`
+// records, one contiguous tensor per field. Declared in
+// actors/dataset/batcher.hpp.
 #include "actorflow/actors/dataset/batcher.hpp"
 
 #include <deque>
@@ -139,9 +142,9 @@ stage_type batcher_type() {
   t.name = "batcher";
   t.kind = stage_kind::transform;
   t.description = "re-chunks items into batches of batch_size records";
+  t.config_block = "batcher";
+  t.config_required = "batch_size: N";
   t.check = [](const topology::Stage& s) -> std::string {
-    if (s.config_case() != topology::Stage::kBatcher)
-      return "needs a batcher { batch_size: N } block";
     if (!s.batcher().has_batch_size())
       return "batcher.batch_size is required";
     if (s.batcher().batch_size() < 1)

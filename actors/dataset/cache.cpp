@@ -1,3 +1,7 @@
+// cache: passes the first epoch through while keeping its items, then
+// replays them for `epochs - 1` more epochs after its input ended, so that
+// the stages upstream (reading, parsing, decoding) run once. Declared in
+// actors/dataset/cache.hpp.
 #include "actorflow/actors/dataset/cache.hpp"
 
 #include <algorithm>
@@ -93,7 +97,7 @@ public:
   // Known once the first pass is complete (then every epoch repeats it).
   void metrics(std::vector<metric>& out) const override {
     if (epoch_ > 0)
-      out.push_back({"records_total",
+      out.push_back({metric_name::records_total,
                      static_cast<double>(first_pass_records_
                                          * static_cast<uint64_t>(epochs_))});
   }

@@ -1,3 +1,6 @@
+// filter: keeps the records of each item for which every `where` clause
+// holds, on a field with one value per record (shape [n] or [n, 1]; i64,
+// i32, u8, f32, f64 or bytes). Declared in actors/dataset/filter.hpp.
 #include "actorflow/actors/dataset/filter.hpp"
 
 #include <cctype>
@@ -385,8 +388,6 @@ private:
 };
 
 std::string check_filter(const topology::Stage& s) {
-  if (s.config_case() != topology::Stage::kFilter)
-    return "needs a filter { where: \"...\" } block";
   if (s.filter().where().empty())
     return "filter needs at least one where clause";
   for (auto& text : clause_texts(s)) {
@@ -406,6 +407,8 @@ stage_type filter_type() {
   t.kind = stage_kind::transform;
   t.one_to_one = true;
   t.description = "keeps the records for which every where clause holds";
+  t.config_block = "filter";
+  t.config_required = "where: \"...\"";
   t.check = check_filter;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<filter>(info, s);

@@ -1,3 +1,6 @@
+// padded_batch: batches records whose variable-length fields differ in
+// length, as tf.data's padded_batch and bucket_by_sequence_length do.
+// Declared in actors/dataset/padded_batch.hpp.
 #include "actorflow/actors/dataset/padded_batch.hpp"
 
 #include <algorithm>
@@ -171,8 +174,6 @@ private:
 };
 
 std::string check_padded_batch(const topology::Stage& s) {
-  if (s.config_case() != topology::Stage::kPaddedBatch)
-    return "needs a padded_batch { batch_size: N } block";
   auto& p = s.padded_batch();
   auto buckets = p.bucket_boundaries_size() + 1;
   if (p.bucket_batch_sizes().empty()) {
@@ -215,6 +216,8 @@ stage_type padded_batch_type() {
   t.kind = stage_kind::transform;
   t.description = "batches variable-length records, padded, optionally "
                   "bucketed by length";
+  t.config_block = "padded_batch";
+  t.config_required = "batch_size: N";
   t.check = check_padded_batch;
   t.make = [](const stage_info&, const topology::Stage& s) {
     return std::make_shared<padded_batch>(padded_batch_config_of(s));

@@ -1,3 +1,6 @@
+// shuffle: record-level shuffle through a buffer of buffer_size records, as
+// tf.data's shuffle: each output record is drawn at random from the buffer,
+// which refills from the input. Declared in actors/dataset/shuffle.hpp.
 #include "actorflow/actors/dataset/shuffle.hpp"
 
 #include <deque>
@@ -182,9 +185,9 @@ stage_type shuffle_type() {
   t.name = "shuffle";
   t.kind = stage_kind::transform;
   t.description = "shuffles records through a buffer (like tf.data shuffle)";
+  t.config_block = "shuffle";
+  t.config_required = "buffer_size: N";
   t.check = [](const topology::Stage& s) -> std::string {
-    if (s.config_case() != topology::Stage::kShuffle)
-      return "needs a shuffle { buffer_size: N } block";
     auto& p = s.shuffle();
     if (!p.has_buffer_size() || p.buffer_size() < 1)
       return "shuffle.buffer_size is required and must be >= 1";

@@ -1,3 +1,6 @@
+// take and skip: pass only the first `count` records of the stream, or all
+// but the first `count` (for train / validation splits). Declared in
+// actors/dataset/take.hpp.
 #include "actorflow/actors/dataset/take.hpp"
 
 #include "actorflow/runtime/core/rows.hpp"
@@ -102,10 +105,9 @@ stage_type make_type(const char* name, bool take) {
   t.kind = stage_kind::transform;
   t.description = take ? "passes the first `count` records of the stream"
                        : "drops the first `count` records of the stream";
+  t.config_block = name;
+  t.config_required = "count: N";
   t.check = [name, take](const topology::Stage& s) -> std::string {
-    auto want = take ? topology::Stage::kTake : topology::Stage::kSkip;
-    if (s.config_case() != want)
-      return std::string{"needs a "} + name + " { count: N } block";
     auto& p = take ? s.take() : s.skip();
     if (!p.has_count() || p.count() < 0)
       return std::string{name} + ".count is required and must be >= 0";

@@ -1,3 +1,6 @@
+// transform: passes items through unchanged, after optional busy work per
+// record and a read of every payload byte. Declared in
+// actors/dataset/transform.hpp.
 #include "actorflow/actors/dataset/transform.hpp"
 
 #include <stdexcept>

@@ -1,3 +1,6 @@
+// unbatch: splits each record along its first inner dimension, as tf.data's
+// unbatch() splits elements: fields of shape [n, m, ...] become [n * m, ...]
+// (the same bytes, not copied). Declared in actors/dataset/unbatch.hpp.
 #include "actorflow/actors/dataset/unbatch.hpp"
 
 #include <cstring>

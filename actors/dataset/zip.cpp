@@ -1,3 +1,6 @@
+// zip: pairs the records of its inputs in order, the i-th record of each
+// input into one record holding the fields of all (tf.data's Dataset.zip).
+// Declared in actors/dataset/zip.hpp.
 #include "actorflow/actors/dataset/zip.hpp"
 
 #include <algorithm>
@@ -241,8 +244,6 @@ private:
 };
 
 std::string check_zip(const topology::Stage& s) {
-  if (s.config_case() != topology::Stage::kZip)
-    return "needs a zip { } block";
   if (s.input_size() < 2)
     return "zip needs two or more inputs, got "
            + std::to_string(s.input_size());
@@ -266,6 +267,7 @@ stage_type zip_type() {
   t.name = "zip";
   t.kind = stage_kind::transform;
   t.description = "pairs the records of its inputs in order (Dataset.zip)";
+  t.config_block = "zip";
   t.check = check_zip;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<zip>(info, zip_config_of(s));

@@ -1,3 +1,7 @@
+// example_parse: parses serialized tf.Example records (proto/example.proto,
+// wire-compatible with TensorFlow's) and emits one field per declared
+// feature: float -> f32, int64 -> i64, bytes -> bytes. Declared in
+// actors/features/example_parse.hpp.
 #include "actorflow/actors/features/example_parse.hpp"
 
 #include <algorithm>

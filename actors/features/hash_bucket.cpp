@@ -1,3 +1,7 @@
+// hash_bucket: maps string features to integer ids in [0, buckets), as
+// tf.strings.to_hash_bucket_fast and
+// tf.feature_column.categorical_column_with_hash_bucket do. Declared in
+// actors/features/hash_bucket.hpp.
 #include "actorflow/actors/features/hash_bucket.hpp"
 
 #include <memory>
@@ -49,9 +53,6 @@ bool hash_of(const std::string& name, string_hash& out) {
 }
 
 std::string check_hash_bucket(const topology::Stage& s) {
-  if (s.config_case() != topology::Stage::kHashBucket)
-    return "needs a hash_bucket { feature { input: \"...\" buckets: N } } "
-           "block";
   auto& p = s.hash_bucket();
   if (string_hash h; !hash_of(p.hash(), h))
     return "hash_bucket.hash must be \"xxh64\" (the default) or "
@@ -120,6 +121,8 @@ stage_type hash_bucket_type() {
   t.one_to_one = true;
   t.description = "maps string fields to ids in [0, buckets) by xxHash or "
                   "TensorFlow's FarmHash Fingerprint64";
+  t.config_block = "hash_bucket";
+  t.config_required = "feature { input: \"...\" buckets: N }";
   t.check = check_hash_bucket;
   t.make = [](const stage_info&, const topology::Stage& s) {
     if (auto problem = check_hash_bucket(s); !problem.empty())

@@ -1,3 +1,6 @@
+// image_decode: decodes images (JPEG, PNG, WebP, by content) and transforms
+// them to a fixed size: resize, center crop or random resized crop, flip,
+// normalize. Declared in actors/features/image_decode.hpp.
 #include "actorflow/actors/features/image_decode.hpp"
 
 #include <cmath>
@@ -161,7 +164,8 @@ public:
   // corrupt, or no memory for the batch), skipped ones included.
   void metrics(std::vector<metric>& out) const override {
     if (gpu_)
-      out.push_back({"cpu_decodes", static_cast<double>(cpu_decodes_)});
+      out.push_back(
+        {metric_name::cpu_decodes, static_cast<double>(cpu_decodes_)});
   }
 
 private:
@@ -444,7 +448,8 @@ stage_type image_decode_type() {
   t.name = "image_decode";
   t.kind = stage_kind::transform;
   t.one_to_one = true;
-  t.description = "decodes JPEG images, crops/resizes/flips/normalizes";
+  t.description = "decodes JPEG, PNG or WebP images (by content), "
+                  "crops/resizes/flips/normalizes";
   t.check = check_image_decode;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<image_decode>(info, image_decode_config_of(s));

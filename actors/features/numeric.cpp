@@ -1,3 +1,6 @@
+// numeric: per-feature transforms of numeric fields, as tf.feature_column's
+// numeric_column(normalizer_fn=...) and bucketized_column. Declared in
+// actors/features/numeric.hpp.
 #include "actorflow/actors/features/numeric.hpp"
 
 #include <algorithm>
@@ -119,9 +122,6 @@ std::string check_feature(const topology::NumericFeature& f,
 }
 
 std::string check_numeric(const topology::Stage& s) {
-  if (s.config_case() != topology::Stage::kNumeric)
-    return "needs a numeric { feature { input: \"...\" op: \"...\" } } "
-           "block";
   auto& p = s.numeric();
   if (p.feature().empty())
     return "numeric.feature is required (one per field to transform)";
@@ -240,6 +240,8 @@ stage_type numeric_type() {
   t.kind = stage_kind::transform;
   t.one_to_one = true;
   t.description = "transforms numeric fields: log1p, standardize, bucketize";
+  t.config_block = "numeric";
+  t.config_required = "feature { input: \"...\" op: \"...\" }";
   t.check = check_numeric;
   t.make = [](const stage_info&, const topology::Stage& s) {
     if (auto problem = check_numeric(s); !problem.empty())

@@ -1,3 +1,6 @@
+// tokenize: splits each record's text into words and maps them to ids
+// through a vocabulary file (one word per line, id = 0-based line number).
+// Declared in actors/features/tokenize.hpp.
 #include "actorflow/actors/features/tokenize.hpp"
 
 #include <algorithm>
@@ -139,8 +142,6 @@ private:
 };
 
 std::string check_tokenize(const topology::Stage& s) {
-  if (s.config_case() != topology::Stage::kTokenize)
-    return "needs a tokenize { vocabulary: \"...\" } block";
   auto& p = s.tokenize();
   if (p.vocabulary().empty())
     return "tokenize.vocabulary is required (a file of one word per line)";
@@ -171,6 +172,8 @@ stage_type tokenize_type() {
   t.kind = stage_kind::transform;
   t.one_to_one = true;
   t.description = "maps the words of a text field to vocabulary ids";
+  t.config_block = "tokenize";
+  t.config_required = "vocabulary: \"...\"";
   t.check = check_tokenize;
   t.make = [](const stage_info&, const topology::Stage& s) {
     return std::make_shared<tokenize>(tokenize_config_of(s));

@@ -1,3 +1,6 @@
+// outlet: a sink that hands every batch to an actor of the embedding
+// application as a request, at most `in_flight` unanswered. Declared in
+// actors/sinks/outlet.hpp.
 #include "actorflow/actors/sinks/outlet.hpp"
 
 #include <deque>

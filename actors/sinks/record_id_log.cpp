@@ -1,3 +1,6 @@
+// record_id_log: the file in which a trainer (or a sink) lists the records
+// it consumed, by id, so that a test or an audit can check which records
+// were trained: ids, not counts. Declared in actors/sinks/record_id_log.hpp.
 #include "actorflow/actors/sinks/record_id_log.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// sink: the end of a stream. Declared in actors/sinks/sink.hpp.
 #include "actorflow/actors/sinks/sink.hpp"
 
 #include <memory>

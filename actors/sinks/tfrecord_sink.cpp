@@ -1,3 +1,7 @@
+// tfrecord_sink: writes every record it receives as a tf.Example into
+// TFRecord files, so that a preprocessed dataset is made once and read back
+// by tfrecord_source + example_parse, or by TensorFlow. Declared in
+// actors/sinks/tfrecord_sink.hpp.
 #include "actorflow/actors/sinks/tfrecord_sink.hpp"
 
 #include <cstdio>
@@ -288,8 +292,6 @@ private:
 };
 
 std::string check_tfrecord_sink(const topology::Stage& s) {
-  if (s.config_case() != topology::Stage::kTfrecordSink)
-    return "needs a tfrecord_sink { path: \"...\" } block";
   auto& p = s.tfrecord_sink();
   if (p.path().empty())
     return "tfrecord_sink.path is required (the output files' prefix)";
@@ -317,6 +319,8 @@ stage_type tfrecord_sink_type() {
   t.kind = stage_kind::sink;
   t.blocking = true;
   t.description = "writes records as tf.Examples into TFRecord files";
+  t.config_block = "tfrecord_sink";
+  t.config_required = "path: \"...\"";
   t.check = check_tfrecord_sink;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<tfrecord_sink>(info, tfrecord_sink_config_of(s));

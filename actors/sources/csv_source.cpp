@@ -1,3 +1,7 @@
+// csv_source: reads CSV files into typed columns; rows that do not fit
+// (wrong number of fields, a value that does not parse as its column's type,
+// a missing header column) fail the job naming FILE:LINE. Declared in
+// actors/sources/csv_source.hpp.
 #include "actorflow/actors/sources/csv_source.hpp"
 
 #include <cmath>
@@ -283,8 +287,6 @@ private:
 };
 
 std::string check_csv_source(const topology::Stage& s) {
-  if (s.config_case() != topology::Stage::kCsvSource)
-    return "needs a csv_source { files: ... column { ... } } block";
   auto& p = s.csv_source();
   if (p.files().empty() || p.column().empty())
     return "csv_source.files and csv_source.column are required";
@@ -329,6 +331,8 @@ stage_type csv_source_type() {
   t.kind = stage_kind::source;
   t.description = "reads CSV files into typed columns";
   t.blocking = true;
+  t.config_block = "csv_source";
+  t.config_required = "files: ... column { ... }";
   t.check = check_csv_source;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<csv_source>(info, csv_source_config_of(s));

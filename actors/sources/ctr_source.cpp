@@ -1,3 +1,6 @@
+// ctr_source: synthetic click logs from a planted logistic model, so that a
+// CTR model's AUC can be compared with the best achievable one. Declared in
+// actors/sources/ctr_source.hpp.
 #include "actorflow/actors/sources/ctr_source.hpp"
 
 #include <cmath>

@@ -1,3 +1,5 @@
+// idx_source: reads an IDX image file and its IDX label file (MNIST,
+// Fashion-MNIST; plain or gzip). Declared in actors/sources/idx_source.hpp.
 #include "actorflow/actors/sources/idx_source.hpp"
 
 #include <stdexcept>
@@ -74,7 +76,7 @@ public:
   }
 
   void metrics(std::vector<metric>& out) const override {
-    out.push_back({"records_total",
+    out.push_back({metric_name::records_total,
                    static_cast<double>((end_ - begin_) * epochs())});
   }
 

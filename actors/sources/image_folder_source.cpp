@@ -1,3 +1,6 @@
+// image_folder_source: reads the files of an image folder DIR/CLASS/IMAGE as
+// they are (decoding is image_decode's job), with the class index as label.
+// Declared in actors/sources/image_folder_source.hpp.
 #include "actorflow/actors/sources/image_folder_source.hpp"
 
 #include <cerrno>

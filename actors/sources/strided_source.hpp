@@ -68,7 +68,8 @@ public:
     auto stride = static_cast<int64_t>(info_.replicas);
     auto r = static_cast<int64_t>(info_.replica);
     auto mine = records_ > r ? (records_ - r + stride - 1) / stride : 0;
-    out.push_back({"records_total", static_cast<double>(mine * epochs_)});
+    out.push_back(
+      {metric_name::records_total, static_cast<double>(mine * epochs_)});
   }
 
   std::string snapshot() const final {

@@ -1,3 +1,6 @@
+// synthetic_source: generates records in memory, for demos, tests and
+// benchmarks of the stream machinery without any I/O. Declared in
+// actors/sources/synthetic_source.hpp.
 #include "actorflow/actors/sources/synthetic_source.hpp"
 
 #include "actorflow/actors/sources/strided_source.hpp"

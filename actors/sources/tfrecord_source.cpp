@@ -1,3 +1,7 @@
+// tfrecord_source: reads TFRecord files (plain or GZIP), sharded across the
+// stage's replicas by file (file i goes to replica i mod replicas), several
+// files per replica read in turn (interleave). Declared in
+// actors/sources/tfrecord_source.hpp.
 #include "actorflow/actors/sources/tfrecord_source.hpp"
 
 #include <algorithm>
@@ -151,7 +155,7 @@ public:
   // same files).
   void metrics(std::vector<metric>& out) const override {
     if (epoch() > 0 && taken_.empty() && first_epoch_records_ > 0)
-      out.push_back({"records_total",
+      out.push_back({metric_name::records_total,
                      static_cast<double>(first_epoch_records_
                                          * static_cast<uint64_t>(epochs()))});
   }
@@ -348,8 +352,6 @@ private:
 };
 
 std::string check_tfrecord_source(const topology::Stage& s) {
-  if (s.config_case() != topology::Stage::kTfrecordSource)
-    return "needs a tfrecord_source { files: \"...\" } block";
   auto& p = s.tfrecord_source();
   if (p.files().empty())
     return "tfrecord_source.files is required";
@@ -383,6 +385,8 @@ stage_type tfrecord_source_type() {
   t.description = "reads TFRecord files (plain or gzip), sharded by file";
   t.blocking = true;
   t.reassignable = true;
+  t.config_block = "tfrecord_source";
+  t.config_required = "files: \"...\"";
   t.check = check_tfrecord_source;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<tfrecord_source>(info, tfrecord_source_config_of(s));

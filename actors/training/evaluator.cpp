@@ -1,3 +1,5 @@
+// evaluator: measures the job's model on a held-out split. Declared in
+// actors/training/evaluator.hpp.
 #include "actorflow/actors/training/evaluator.hpp"
 
 #include <algorithm>
@@ -139,19 +141,20 @@ public:
   }
 
   void metrics(std::vector<metric>& out) const override {
-    out.push_back({"network_bytes",
+    out.push_back({metric_name::network_bytes,
                    static_cast<double>(client_->network_bytes())});
     if (evaluations_ == 0)
       return;
-    out.push_back({"eval_step", static_cast<double>(step_)});
-    out.push_back({"test_loss", loss_});
+    out.push_back({metric_name::eval_step, static_cast<double>(step_)});
+    out.push_back({metric_name::test_loss, loss_});
     if (classes_)
-      out.push_back({"test_accuracy", accuracy_});
+      out.push_back({metric_name::test_accuracy, accuracy_});
     else
-      out.push_back({"test_auc", auc_});
+      out.push_back({metric_name::test_auc, auc_});
     if (!cfg_.reference.empty())
-      out.push_back({"reference_auc", reference_auc_});
-    out.push_back({"evaluations", static_cast<double>(evaluations_)});
+      out.push_back({metric_name::reference_auc, reference_auc_});
+    out.push_back(
+      {metric_name::evaluations, static_cast<double>(evaluations_)});
   }
 
 private:
@@ -174,11 +177,11 @@ private:
     step_ = step;
     ++evaluations_;
     auto at = static_cast<int64_t>(step);
-    events_.push_back({"test_loss", at, loss_});
+    events_.push_back({metric_name::test_loss, at, loss_});
     if (classes_)
-      events_.push_back({"test_accuracy", at, accuracy_});
+      events_.push_back({metric_name::test_accuracy, at, accuracy_});
     else
-      events_.push_back({"test_auc", at, auc_});
+      events_.push_back({metric_name::test_auc, at, auc_});
     log(final);
     if (final)
       write_predictions();

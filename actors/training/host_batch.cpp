@@ -1,3 +1,6 @@
+// What the trainer and the evaluator share: turning a batch into the model's
+// host-side inputs, with the checks that give bad data a clear error.
+// Declared in actors/training/host_batch.hpp.
 #include "actorflow/actors/training/host_batch.hpp"
 
 #include <algorithm>

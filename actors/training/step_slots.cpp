@@ -1,3 +1,6 @@
+// step_slots: a bound on how many of a trainer stage's replicas in one
+// process run a step at a time (trainer { concurrent_steps }). Declared in
+// actors/training/step_slots.hpp.
 #include "actorflow/actors/training/step_slots.hpp"
 
 #include <map>

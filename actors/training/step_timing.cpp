@@ -1,3 +1,6 @@
+// The trainer's step-time breakdown (trainer { timing_every_steps }) and its
+// metrics (docs/training.md, "Step time"). Declared in
+// actors/training/step_timing.hpp.
 #include "actorflow/actors/training/step_timing.hpp"
 
 #include <algorithm>
@@ -14,26 +17,26 @@ void timing_metrics(const step_timing& t, uint64_t staged, uint64_t in_place,
   auto& d = t.device;
   double gap = t.step - t.prepare - t.slot_wait - t.pull - t.input_wait
                - d.compute - t.push;
-  out.push_back({"timed_steps", static_cast<double>(t.steps)});
+  out.push_back({metric_name::timed_steps, static_cast<double>(t.steps)});
   // The share of batches whose input was read in the GPU's memory.
   double all = static_cast<double>(std::max<uint64_t>(staged, 1));
-  out.push_back({"input_in_place", static_cast<double>(in_place) / all});
-  out.push_back({"step_ms", ms(t.step)});
-  out.push_back({"prepare_ms", ms(t.prepare)});
-  out.push_back({"slot_wait_ms", ms(t.slot_wait)});
-  out.push_back({"pull_ms", ms(t.pull)});
-  out.push_back({"param_h2d_ms", ms(d.param_upload)});
-  out.push_back({"input_wait_ms", ms(t.input_wait)});
-  out.push_back({"input_h2d_ms", ms(d.input_upload)});
-  out.push_back({"compute_ms", ms(d.compute)});
-  out.push_back({"compute_host_ms", ms(t.compute)});
-  out.push_back({"push_ms", ms(t.push)});
-  out.push_back({"grad_d2h_ms", ms(d.download)});
-  out.push_back({"gap_ms", ms(std::max(0.0, gap))});
-  out.push_back({"device_busy",
-                 t.step > 0 ? (d.param_upload + d.compute + d.download)
-                                / t.step
-                            : 0.0});
+  out.push_back(
+    {metric_name::input_in_place, static_cast<double>(in_place) / all});
+  out.push_back({metric_name::step_ms, ms(t.step)});
+  out.push_back({metric_name::prepare_ms, ms(t.prepare)});
+  out.push_back({metric_name::slot_wait_ms, ms(t.slot_wait)});
+  out.push_back({metric_name::pull_ms, ms(t.pull)});
+  out.push_back({metric_name::param_h2d_ms, ms(d.param_upload)});
+  out.push_back({metric_name::input_wait_ms, ms(t.input_wait)});
+  out.push_back({metric_name::input_h2d_ms, ms(d.input_upload)});
+  out.push_back({metric_name::compute_ms, ms(d.compute)});
+  out.push_back({metric_name::compute_host_ms, ms(t.compute)});
+  out.push_back({metric_name::push_ms, ms(t.push)});
+  out.push_back({metric_name::grad_d2h_ms, ms(d.download)});
+  out.push_back({metric_name::gap_ms, ms(std::max(0.0, gap))});
+  out.push_back(
+    {metric_name::device_busy,
+     t.step > 0 ? (d.param_upload + d.compute + d.download) / t.step : 0.0});
 }
 
 } // namespace af

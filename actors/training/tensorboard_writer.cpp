@@ -1,3 +1,5 @@
+// A job's numbers as TensorBoard scalars, written by a metrics actor
+// (docs/monitoring.md). Declared in actors/training/tensorboard_writer.hpp.
 #include "actorflow/actors/training/tensorboard_writer.hpp"
 
 #include <algorithm>
@@ -19,9 +21,10 @@ namespace {
 
 // Stage metrics summed over replicas; "staleness_max" takes the largest;
 // every other one the mean.
-const std::set<std::string> summed = {"step",          "samples",
-                                      "samples_per_s", "skipped_steps",
-                                      "evaluations",   "network_bytes"};
+const std::set<std::string> summed = {
+  metric_name::step,          metric_name::samples,
+  metric_name::samples_per_s, metric_name::skipped_steps,
+  metric_name::evaluations,   metric_name::network_bytes};
 
 } // namespace
 
@@ -32,7 +35,7 @@ uint64_t network_bytes_of(const job_progress& p) {
       if (e.remote)
         n += e.bytes_sent;
     for (auto& m : s.metrics)
-      if (m.name == "network_bytes")
+      if (m.name == metric_name::network_bytes)
         n += static_cast<uint64_t>(m.value);
   }
   return n;
@@ -96,11 +99,11 @@ std::vector<metric> progress_scalars::next(const job_progress& p,
       out.push_back({prefix + "window", static_cast<double>(a.window)});
     before = totals{a.items, a.busy_s, a.input_s, a.credit_s};
     for (auto& [m, sn] : a.metrics) {
-      double v = summed.count(m) ? sn.first
-                 : m == "staleness_max" ? a.maxima[m]
-                                        : sn.first / sn.second;
+      double v = summed.count(m)                   ? sn.first
+                 : m == metric_name::staleness_max ? a.maxima[m]
+                                                   : sn.first / sn.second;
       out.push_back({name + "/" + m, v});
-      if (m == "step" && a.metrics.count("samples")) {
+      if (m == metric_name::step && a.metrics.count(metric_name::samples)) {
         trainers = true;
         global_step += sn.first;
       }
@@ -123,13 +126,15 @@ std::vector<metric> progress_scalars::next(const job_progress& p,
   // Each trainer replica's use of its time since the last report (the
   // seed's "GPU utilization"; apps/actorflow/report.hpp).
   for (auto& s : p.stages) {
-    auto it = std::find_if(s.metrics.begin(), s.metrics.end(),
-                           [](auto& m) { return m.name == "wait_params_s"; });
+    auto it = std::find_if(s.metrics.begin(), s.metrics.end(), [](auto& m) {
+      return m.name == metric_name::wait_params_s;
+    });
     if (it == s.metrics.end())
       continue;
     auto& before = last_replica_[s.stage];
-    auto slot = std::find_if(s.metrics.begin(), s.metrics.end(),
-                             [](auto& m) { return m.name == "wait_slot_s"; });
+    auto slot = std::find_if(s.metrics.begin(), s.metrics.end(), [](auto& m) {
+      return m.name == metric_name::wait_slot_s;
+    });
     replica_totals now{s.busy_s, s.wait_input_s, s.wait_credit_s, it->value,
                        slot == s.metrics.end() ? 0.0 : slot->value};
     auto span = (now.busy_s - before.busy_s) + (now.input_s - before.input_s)

@@ -1,3 +1,6 @@
+// trainer: trains the job's model on the batches it receives, as one worker
+// of the parameter-server protocol: pull, forward and backward on its
+// device, push. Declared in actors/training/trainer.hpp.
 #include "actorflow/actors/training/trainer.hpp"
 
 #include <algorithm>
@@ -256,21 +259,23 @@ public:
   }
 
   void metrics(std::vector<metric>& out) const override {
-    out.push_back({"epoch", static_cast<double>(epoch_)});
-    out.push_back({"step", static_cast<double>(steps_)});
-    out.push_back({"samples", static_cast<double>(samples_)});
-    out.push_back({"samples_resumed", static_cast<double>(resumed_samples_)});
-    out.push_back({"loss", mean_loss()});
-    out.push_back({"samples_per_s", samples_per_s()});
-    out.push_back({"staleness_mean",
+    out.push_back({metric_name::epoch, static_cast<double>(epoch_)});
+    out.push_back({metric_name::step, static_cast<double>(steps_)});
+    out.push_back({metric_name::samples, static_cast<double>(samples_)});
+    out.push_back(
+      {metric_name::samples_resumed, static_cast<double>(resumed_samples_)});
+    out.push_back({metric_name::loss, mean_loss()});
+    out.push_back({metric_name::samples_per_s, samples_per_s()});
+    out.push_back({metric_name::staleness_mean,
                    acks_ ? staleness_sum_ / static_cast<double>(acks_) : 0.0});
-    out.push_back({"staleness_max", static_cast<double>(staleness_max_)});
-    out.push_back({"wait_data_s", wait_data_s_});
-    out.push_back({"wait_params_s", wait_params_s_});
+    out.push_back(
+      {metric_name::staleness_max, static_cast<double>(staleness_max_)});
+    out.push_back({metric_name::wait_data_s, wait_data_s_});
+    out.push_back({metric_name::wait_params_s, wait_params_s_});
     if (step_slots_)
-      out.push_back({"wait_slot_s", wait_slot_s_});
-    out.push_back({"skipped_steps", static_cast<double>(skipped_)});
-    out.push_back({"network_bytes",
+      out.push_back({metric_name::wait_slot_s, wait_slot_s_});
+    out.push_back({metric_name::skipped_steps, static_cast<double>(skipped_)});
+    out.push_back({metric_name::network_bytes,
                    static_cast<double>(client_->network_bytes())});
     timing_metrics(timing_, staged_, in_place_, out);
   }

@@ -1,3 +1,7 @@
+// The training section of a topology (Topology.training), as the trainer,
+// the evaluator and the parameter-server shards read it: the model, the
+// optimizer with its defaults filled in. Declared in
+// actors/training/training_spec.hpp.
 #include "actorflow/actors/training/training_spec.hpp"
 
 #include <cctype>

@@ -1,3 +1,5 @@
+// `actorflow node`: serves the stages and shards that jobs place on this
+// host, until SIGINT or SIGTERM. Declared in apps/actorflow/cmd_node.hpp.
 #include "apps/actorflow/cmd_node.hpp"
 
 #include <chrono>

@@ -1,3 +1,5 @@
+// `actorflow run`: runs a topology's job to its end and prints its summary.
+// Declared in apps/actorflow/cmd_run.hpp.
 #include "apps/actorflow/cmd_run.hpp"
 
 #include <atomic>

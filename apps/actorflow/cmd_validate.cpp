@@ -1,3 +1,5 @@
+// `actorflow validate`: checks a topology file (and lists the stage types).
+// Declared in apps/actorflow/cmd_validate.hpp.
 #include "apps/actorflow/cmd_validate.hpp"
 
 #include <cstdio>

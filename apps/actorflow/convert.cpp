@@ -1,3 +1,5 @@
+// `actorflow convert`: datasets into TFRecord files of tf.Example records.
+// Declared in apps/actorflow/convert.hpp.
 #include "apps/actorflow/convert.hpp"
 
 #include <algorithm>

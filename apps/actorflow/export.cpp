@@ -1,3 +1,6 @@
+// `actorflow export`: a checkpoint's trained parameters and buffers written
+// back into the TorchScript module they came from, for torch.jit.load
+// (serving, fine-tuning). Declared in apps/actorflow/export.hpp.
 #include "apps/actorflow/export.hpp"
 
 #include <cstdint>

@@ -1,3 +1,5 @@
+// `actorflow inspect`: what a TFRecord file holds, and whether every record
+// is intact. Declared in apps/actorflow/inspect.hpp.
 #include "apps/actorflow/inspect.hpp"
 
 #include <cmath>

@@ -1,3 +1,7 @@
+// `actorflow run --metrics-port PORT`: the numbers the TensorBoard writer
+// gets (actors/training/tensorboard_writer.hpp, progress_scalars) as
+// Prometheus gauges over HTTP on 127.0.0.1. Declared in
+// apps/actorflow/metrics_endpoint.hpp.
 #include "apps/actorflow/metrics_endpoint.hpp"
 
 #include <cctype>

@@ -1,3 +1,6 @@
+// What the `actorflow` commands share: exit codes, the signals that stop a
+// job or a node, and the options that `run` and `node` both take. Declared
+// in apps/actorflow/options.hpp.
 #include "apps/actorflow/options.hpp"
 
 #include <csignal>

@@ -1,3 +1,6 @@
+// The live progress display of `actorflow run`: one line rewritten in place
+// on a terminal, a log line every few seconds otherwise. Declared in
+// apps/actorflow/progress.hpp.
 #include "apps/actorflow/progress.hpp"
 
 #include <algorithm>
@@ -33,32 +36,32 @@ training_view training_of(const job_progress& p) {
     double step = -1, epoch = 0, samples = 0, resumed = 0, rate = 0,
            loss = 0, stale = 0, skipped = 0;
     for (auto& m : s.metrics) {
-      if (m.name == "step")
+      if (m.name == metric_name::step)
         step = m.value;
-      else if (m.name == "epoch")
+      else if (m.name == metric_name::epoch)
         epoch = m.value;
-      else if (m.name == "samples")
+      else if (m.name == metric_name::samples)
         samples = m.value;
-      else if (m.name == "samples_resumed")
+      else if (m.name == metric_name::samples_resumed)
         resumed = m.value;
-      else if (m.name == "samples_per_s")
+      else if (m.name == metric_name::samples_per_s)
         rate = m.value;
-      else if (m.name == "loss")
+      else if (m.name == metric_name::loss)
         loss = m.value;
-      else if (m.name == "staleness_max")
+      else if (m.name == metric_name::staleness_max)
         stale = m.value;
-      else if (m.name == "skipped_steps")
+      else if (m.name == metric_name::skipped_steps)
         skipped = m.value;
-      else if (m.name == "eval_step") {
+      else if (m.name == metric_name::eval_step) {
         t.evaluated = true;
         t.eval_step = m.value;
-      } else if (m.name == "test_loss")
+      } else if (m.name == metric_name::test_loss)
         t.test_loss = m.value;
-      else if (m.name == "test_accuracy")
+      else if (m.name == metric_name::test_accuracy)
         t.test_accuracy = m.value;
-      else if (m.name == "test_auc")
+      else if (m.name == metric_name::test_auc)
         t.test_auc = m.value;
-      else if (m.name == "reference_auc")
+      else if (m.name == metric_name::reference_auc)
         t.reference_auc = m.value;
     }
     if (step < 0) {
@@ -141,7 +144,7 @@ std::optional<double> expected_training_records(const topology::Topology& spec,
   std::map<std::string, std::pair<double, int64_t>> totals;
   for (auto& s : p.stages)
     for (auto& m : s.metrics)
-      if (m.name == "records_total") {
+      if (m.name == metric_name::records_total) {
         auto& t = totals[s.stage_name];
         t.first += m.value;
         ++t.second;

@@ -1,3 +1,5 @@
+// The summary `actorflow run` prints when a job ends. Declared in
+// apps/actorflow/report.hpp.
 #include "apps/actorflow/report.hpp"
 
 #include <algorithm>
@@ -36,7 +38,7 @@ std::vector<stage_row> stage_rows(const job_progress& p) {
     x.wait_in_s += s.wait_input_s;
     x.wait_credit_s += s.wait_credit_s;
     for (auto& m : s.metrics)
-      if (m.name == "wait_slot_s")
+      if (m.name == metric_name::wait_slot_s)
         x.slot_wait_s += std::min(m.value, s.busy_s);
   }
   return rows;
@@ -45,13 +47,15 @@ std::vector<stage_row> stage_rows(const job_progress& p) {
 std::vector<utilization_row> utilization_rows(const job_progress& p) {
   std::vector<utilization_row> rows;
   for (auto& s : p.stages) {
-    auto it = std::find_if(s.metrics.begin(), s.metrics.end(),
-                           [](auto& m) { return m.name == "wait_params_s"; });
+    auto it = std::find_if(s.metrics.begin(), s.metrics.end(), [](auto& m) {
+      return m.name == metric_name::wait_params_s;
+    });
     auto total = s.busy_s + s.wait_input_s + s.wait_credit_s;
     if (it == s.metrics.end() || total <= 0)
       continue;
-    auto slot = std::find_if(s.metrics.begin(), s.metrics.end(),
-                             [](auto& m) { return m.name == "wait_slot_s"; });
+    auto slot = std::find_if(s.metrics.begin(), s.metrics.end(), [](auto& m) {
+      return m.name == metric_name::wait_slot_s;
+    });
     rows.push_back({s.stage, s.busy_s / total,
                     std::min(it->value, s.busy_s) / total,
                     s.wait_input_s / total,
@@ -66,26 +70,26 @@ std::vector<step_time_row> step_time_rows(const job_progress& p) {
   // The metric of each field, summed weighted by the replica's timed
   // steps, then divided by all of the stage's.
   const std::pair<const char*, double step_time_row::*> fields[] = {
-    {"step_ms", &step_time_row::step},
-    {"prepare_ms", &step_time_row::prepare},
-    {"slot_wait_ms", &step_time_row::slot_wait},
-    {"pull_ms", &step_time_row::pull},
-    {"param_h2d_ms", &step_time_row::param_h2d},
-    {"input_wait_ms", &step_time_row::input_wait},
-    {"input_h2d_ms", &step_time_row::input_h2d},
-    {"compute_ms", &step_time_row::compute},
-    {"compute_host_ms", &step_time_row::compute_host},
-    {"push_ms", &step_time_row::push},
-    {"grad_d2h_ms", &step_time_row::grad_d2h},
-    {"gap_ms", &step_time_row::gap},
-    {"device_busy", &step_time_row::device_busy},
-    {"input_in_place", &step_time_row::input_in_place}};
+    {metric_name::step_ms, &step_time_row::step},
+    {metric_name::prepare_ms, &step_time_row::prepare},
+    {metric_name::slot_wait_ms, &step_time_row::slot_wait},
+    {metric_name::pull_ms, &step_time_row::pull},
+    {metric_name::param_h2d_ms, &step_time_row::param_h2d},
+    {metric_name::input_wait_ms, &step_time_row::input_wait},
+    {metric_name::input_h2d_ms, &step_time_row::input_h2d},
+    {metric_name::compute_ms, &step_time_row::compute},
+    {metric_name::compute_host_ms, &step_time_row::compute_host},
+    {metric_name::push_ms, &step_time_row::push},
+    {metric_name::grad_d2h_ms, &step_time_row::grad_d2h},
+    {metric_name::gap_ms, &step_time_row::gap},
+    {metric_name::device_busy, &step_time_row::device_busy},
+    {metric_name::input_in_place, &step_time_row::input_in_place}};
   std::vector<step_time_row> rows;
   std::map<std::string, size_t> at;
   for (auto& s : p.stages) {
     double timed = 0;
     for (auto& m : s.metrics)
-      if (m.name == "timed_steps")
+      if (m.name == metric_name::timed_steps)
         timed = m.value;
     if (timed <= 0)
       continue;

@@ -1,3 +1,7 @@
+// Writes records into N TFRecord shards named
+// PREFIX-00000-of-0000N.tfrecord, consecutive records to the same shard
+// (shard k holds records [k*total/N, (k+1)*total/N)), with a progress line.
+// Declared in apps/actorflow/shard_writer.hpp.
 #include "apps/actorflow/shard_writer.hpp"
 
 #include <cstdio>

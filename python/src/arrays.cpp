@@ -1,3 +1,5 @@
+// Tensors as NumPy arrays without a copy, and DLPack capsules of such arrays
+// (for torch.from_dlpack and jax.dlpack). Declared in python/src/arrays.hpp.
 #include "python/src/arrays.hpp"
 
 #include <memory>

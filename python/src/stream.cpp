@@ -1,3 +1,7 @@
+// The engine side of actorflow.Pipeline.iterate(): a job that runs in this
+// process, in an actor system of its own, and hands the batches of one of
+// its `outlet` stages to the thread that iterates. Declared in
+// python/src/stream.hpp.
 #include "python/src/stream.hpp"
 
 #include <condition_variable>

@@ -1,3 +1,5 @@
+// af::batch: the item that travels on every stream edge. Declared in
+// runtime/core/batch.hpp.
 #include "actorflow/runtime/core/batch.hpp"
 
 #include <stdexcept>

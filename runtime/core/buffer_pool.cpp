@@ -1,3 +1,5 @@
+// Recycling of large tensor buffers. Declared in
+// runtime/core/buffer_pool.hpp.
 #include "actorflow/runtime/core/buffer_pool.hpp"
 
 #include <mutex>

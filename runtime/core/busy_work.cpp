@@ -1,3 +1,5 @@
+// Simulated CPU work for demo and test stages that stand in for real ones.
+// Declared in runtime/core/busy_work.hpp.
 #include "actorflow/runtime/core/busy_work.hpp"
 
 #include <chrono>

@@ -1,3 +1,6 @@
+// The process's roll of the engine's actors (stage replicas,
+// parameter-server shards, coordinators, writers), by label, for as long as
+// each actor object exists. Declared in runtime/core/census.hpp.
 #include "actorflow/runtime/core/census.hpp"
 
 #include <algorithm>

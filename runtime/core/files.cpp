@@ -1,3 +1,5 @@
+// Finding input files: glob patterns and image folders. Declared in
+// runtime/core/files.hpp.
 #include "actorflow/runtime/core/files.hpp"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// A histogram of many values (a model variable's weights or gradients),
+// summarized where the values are, so that only ~60 numbers travel to the
+// TensorBoard writer. Declared in runtime/core/histogram.hpp.
 #include "actorflow/runtime/core/histogram.hpp"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// Building batches out of records (rows) of other batches: what the batcher
+// (contiguous rows) and shuffle (random rows) do. Declared in
+// runtime/core/rows.hpp.
 #include "actorflow/runtime/core/rows.hpp"
 
 #include <algorithm>

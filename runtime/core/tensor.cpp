@@ -1,3 +1,5 @@
+// af::tensor: a typed, shaped view of a shared, immutable byte buffer.
+// Declared in runtime/core/tensor.hpp.
 #include "actorflow/runtime/core/tensor.hpp"
 
 #include "actorflow/runtime/core/buffer_pool.hpp"

@@ -1,3 +1,6 @@
+// The dtype of values on the parameter-server wire (Training.ps.wire):
+// gradients and parameters may travel in 16 bits while the shards keep f32
+// master values. Declared in runtime/core/wire_dtype.hpp.
 #include "actorflow/runtime/core/wire_dtype.hpp"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// CRC32C (Castagnoli), as TFRecord files use it. Declared in
+// runtime/formats/crc32c.hpp.
 #include "actorflow/runtime/formats/crc32c.hpp"
 
 #include <climits>

@@ -1,3 +1,6 @@
+// Reads CSV files row by row (RFC 4180: quoted fields, doubled quotes,
+// newlines inside quotes) with libcsv, in strict mode. Declared in
+// runtime/formats/csv_reader.hpp.
 #include "actorflow/runtime/formats/csv_reader.hpp"
 
 #include <cerrno>

@@ -1,3 +1,5 @@
+// TensorBoard event files (docs/monitoring.md). Declared in
+// runtime/formats/event_writer.hpp.
 #include "actorflow/runtime/formats/event_writer.hpp"
 
 #include <algorithm>

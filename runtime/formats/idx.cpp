@@ -1,3 +1,5 @@
+// The IDX format of MNIST and Fashion-MNIST, plain or gzip-compressed:
+// opening, reading rows and seeking. Declared in runtime/formats/idx.hpp.
 #include "actorflow/runtime/formats/idx.hpp"
 
 #include <algorithm>

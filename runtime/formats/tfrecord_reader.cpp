@@ -1,3 +1,5 @@
+// Reads TFRecord files (format: runtime/formats/tfrecord.hpp), plain or
+// GZIP. Declared in runtime/formats/tfrecord_reader.hpp.
 #include "actorflow/runtime/formats/tfrecord_reader.hpp"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// Writes TFRecord files (format: runtime/formats/tfrecord.hpp), plain or
+// GZIP. Declared in runtime/formats/tfrecord_writer.hpp.
 #include "actorflow/runtime/formats/tfrecord_writer.hpp"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// Image decoding for every format image_decode takes: JPEG
+// (runtime/image/jpeg.hpp, libjpeg-turbo), PNG (libspng) and WebP (libwebp).
+// Declared in runtime/image/image_codec.hpp.
 #include "actorflow/runtime/image/image_codec.hpp"
 
 #include <algorithm>

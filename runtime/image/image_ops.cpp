@@ -1,3 +1,7 @@
+// Geometric and value transforms for decoded images, fused so that each
+// output pixel is computed once: crop -> bilinear resize -> optional
+// horizontal flip -> optional normalization. Declared in
+// runtime/image/image_ops.hpp.
 #include "actorflow/runtime/image/image_ops.hpp"
 
 #include <algorithm>

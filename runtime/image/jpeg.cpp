@@ -1,3 +1,5 @@
+// JPEG decoding and encoding through libjpeg-turbo's TurboJPEG API. Declared
+// in runtime/image/jpeg.hpp.
 #include "actorflow/runtime/image/jpeg.hpp"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// Autotune: choose replica counts and edge windows from a short measuring
+// run instead of by hand. Declared in runtime/job/autotune.hpp.
 #include "actorflow/runtime/job/autotune.hpp"
 
 #include <algorithm>

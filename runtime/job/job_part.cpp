@@ -1,3 +1,7 @@
+// The job's own part of a checkpoint ("job"), written by the coordinator
+// (runtime/job/detail/checkpoint_round.cpp) next to the stages' parts and
+// read back on --resume (runtime/job/job.cpp). Declared in
+// runtime/job/job_part.hpp.
 #include "actorflow/runtime/job/job_part.hpp"
 
 #include <stdexcept>

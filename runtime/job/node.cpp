@@ -1,3 +1,5 @@
+// Nodes: what `actorflow node` runs, and how a coordinator places stage
+// replicas and service actors on one. Declared in runtime/job/node.hpp.
 #include "actorflow/runtime/job/node.hpp"
 
 #include <cerrno>

@@ -1,3 +1,6 @@
+// Placing a job again after one of its nodes was lost
+// (run_result::recoverable): which of its hosts answer now. Declared in
+// runtime/job/relocate.hpp.
 #include "actorflow/runtime/job/relocate.hpp"
 
 #include <cerrno>

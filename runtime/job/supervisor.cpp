@@ -46,7 +46,7 @@ double trainer_steps(const job_progress& p, bool& training) {
   double steps = 0;
   for (auto& s : p.stages)
     for (auto& m : s.metrics)
-      if (m.name == "step") {
+      if (m.name == metric_name::step) {
         training = true;
         steps += m.value;
       }

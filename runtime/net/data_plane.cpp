@@ -1,3 +1,7 @@
+// The data plane: messages between actors on two nodes straight from the
+// sending node to the receiving one, on a connection per pair of processes;
+// listening, dialing, routes, the job's secret, drain. Declared in
+// runtime/net/data_plane.hpp.
 #include "actorflow/runtime/net/detail/data_plane_impl.hpp"
 
 namespace af {

@@ -1,3 +1,6 @@
+// Setting up a caf::actor_system for the engine: its message types and the
+// few CAF options the engine controls (worker threads, scheduler policy).
+// Declared in runtime/net/system.hpp.
 #include "actorflow/runtime/net/system.hpp"
 
 #include <cerrno>

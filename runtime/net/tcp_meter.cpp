@@ -1,3 +1,6 @@
+// What a process moved over TCP, as the kernel counts it: the bytes its
+// peers acknowledged and the bytes it received (TCP_INFO), summed over its
+// open sockets. Declared in runtime/net/tcp_meter.hpp.
 #include "actorflow/runtime/net/tcp_meter.hpp"
 
 #include <cstddef>

@@ -1,3 +1,6 @@
+// The parameter-server protocol's partitioning: how variables are sliced
+// over the shards (ps_dense_slice, ps_row_shard). Declared in
+// runtime/protocol/ps.hpp.
 #include "actorflow/runtime/protocol/ps.hpp"
 
 #include "actorflow/runtime/core/random.hpp"

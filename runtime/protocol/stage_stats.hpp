@@ -10,6 +10,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "actorflow/runtime/core/histogram.hpp"
+#include "actorflow/runtime/protocol/metric_names.hpp"
 
 namespace af {
 

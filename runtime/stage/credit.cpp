@@ -1,3 +1,6 @@
+// Credit bookkeeping for the two ends of stream edges, free of any actor
+// code so that it can be tested and reasoned about on its own. Declared in
+// runtime/stage/credit.hpp.
 #include "actorflow/runtime/stage/credit.hpp"
 
 #include <algorithm>

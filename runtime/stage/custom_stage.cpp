@@ -1,3 +1,5 @@
+// Writing your own stage type (docs/embedding.md). Declared in
+// runtime/stage/custom_stage.hpp.
 #include "actorflow/runtime/stage/custom_stage.hpp"
 
 #include <charconv>

@@ -1,3 +1,5 @@
+// The stage-type registry: how a topology's `type: "..."` becomes code.
+// Declared in runtime/stage/registry.hpp.
 #include "actorflow/runtime/stage/registry.hpp"
 
 #include <algorithm>

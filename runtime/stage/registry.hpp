@@ -63,6 +63,14 @@ struct stage_type {
   /// Non-empty: a topology with checkpoints may not use this type outside
   /// a replayed branch; the text says why (shown to the user).
   std::string no_checkpoints;
+  /// The stage's config block, once for every type: the name of its
+  /// Stage.config field ("batcher"), and what the block must hold at
+  /// least, as the error shows it ("batch_size: N"). The loader refuses a
+  /// stage of this type without that block ("needs a batcher {
+  /// batch_size: N } block") before `check` runs, so `check` may read the
+  /// block. Empty: the type needs no block (it may still read one).
+  std::string config_block;
+  std::string config_required;
   /// Checks a stage's configuration; returns an empty string when it is
   /// valid, else a message (without file or line: the loader adds them).
   /// Called while a topology is loaded; an exception it throws is reported

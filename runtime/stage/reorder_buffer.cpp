@@ -1,3 +1,6 @@
+// The input side of a stage replica in deterministic mode: items from
+// several input edges are handed to the stage in sequence-number order
+// (batch::seq). Declared in runtime/stage/reorder_buffer.hpp.
 #include "actorflow/runtime/stage/reorder_buffer.hpp"
 
 #include <stdexcept>

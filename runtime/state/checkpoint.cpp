@@ -1,3 +1,5 @@
+// Checkpoints on disk: a directory of complete, CRC-protected snapshots, the
+// newest `keep` of them kept. Declared in runtime/state/checkpoint.hpp.
 #include "actorflow/runtime/state/checkpoint.hpp"
 
 #include <algorithm>

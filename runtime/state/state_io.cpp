@@ -1,3 +1,6 @@
+// The one state format of checkpoints: every checkpoint part (a stage
+// replica's state, a PS shard's snapshot, the job's own part) and every
+// state inside one. Declared in runtime/state/state_io.hpp.
 #include "actorflow/runtime/state/state_io.hpp"
 
 #include "actorflow/runtime/formats/crc32c.hpp"

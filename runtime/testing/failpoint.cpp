@@ -1,3 +1,7 @@
+// Failpoints: named places where a test can make the process die, to check
+// what the rest of a job does when a node is lost at that exact moment
+// (tests/apps/resilience_test.sh). Declared in
+// runtime/testing/failpoint.hpp.
 #include "actorflow/runtime/testing/failpoint.hpp"
 
 #include <atomic>

@@ -1,3 +1,5 @@
+// Building a topology in code (docs/embedding.md). Declared in
+// runtime/topology/pipeline.hpp.
 #include "actorflow/runtime/topology/pipeline.hpp"
 
 #include <google/protobuf/text_format.h>

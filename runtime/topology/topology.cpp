@@ -1,3 +1,5 @@
+// Loading and validating topology files (protobuf text format, schema in
+// proto/topology.proto). Declared in runtime/topology/topology.hpp.
 #include "actorflow/runtime/topology/topology.hpp"
 
 #include <algorithm>
@@ -40,6 +42,15 @@ int64_t window_of(const topology::Input& in) {
 }
 
 namespace {
+
+// Whether `s` has the config block its type needs (stage_type::config_block:
+// a field of Stage's `config` oneof, by name); true when it needs none.
+bool has_config_block(const topology::Stage& s, const stage_type& t) {
+  if (t.config_block.empty())
+    return true;
+  auto* field = s.GetDescriptor()->FindFieldByName(t.config_block);
+  return field != nullptr && s.GetReflection()->HasField(s, field);
+}
 
 class collector : public pb::io::ErrorCollector {
 public:
@@ -208,6 +219,14 @@ private:
         continue;
       }
       check_max_replicas(i, *type);
+      if (!has_config_block(s, *type)) {
+        error(lines_[i], "stage '" + s.name() + "' (" + s.type()
+                           + "): needs a " + type->config_block + " { "
+                           + type->config_required
+                           + (type->config_required.empty() ? "" : " ")
+                           + "} block");
+        continue;
+      }
       if (type->check) {
         // A check of an application's own type may throw: a problem too.
         std::string msg;

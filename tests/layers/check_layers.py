@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Checks the layers of the source tree (docs/architecture.md, "Layers").
+"""Checks the layers of the source tree (docs/architecture.md, "Layers"):
+runtime/, actors/ and gpu/; the comment and include rules also
+apps/actorflow/ and python/src/.
 
 - runtime/: a folder includes only its own headers and those of the
   folders below it in LAYERS (gpu/, the compute layer, sits between core
@@ -8,6 +10,7 @@
 - formats/ and image/ include no CAF.
 - A header outside a detail/ folder (installed, cmake/ActorFlowInstall.cmake)
   includes no header under detail/.
+- Every source file opens with a comment saying what it holds.
 - Every include of ActorFlow's own headers is spelt as installed:
   "actorflow/runtime/...", never a bare "runtime/...".
 
@@ -39,7 +42,7 @@ def layer_of(path):
 
 
 def sources(root):
-    for top in ("runtime", "actors", "gpu"):
+    for top in ("runtime", "actors", "gpu", "apps/actorflow", "python/src"):
         for folder, _, names in os.walk(os.path.join(root, top)):
             for name in sorted(names):
                 if name.endswith((".hpp", ".cpp", ".cu", ".cuh", ".in")):
@@ -55,10 +58,16 @@ def main():
     for rel in sources(root):
         checked += 1
         top = rel.split("/")[0]
+        public = top in ("runtime", "actors", "gpu")
         mine = layer_of(rel)
-        public = rel.endswith(".hpp") and "/detail/" not in rel \
-            and "/cuda/" not in rel
+        public = public and rel.endswith(".hpp") \
+            and "/detail/" not in rel and "/cuda/" not in rel
         with open(os.path.join(root, rel), encoding="utf-8") as f:
+            first = f.readline()
+            if not first.startswith("//"):
+                problems.append(f"{rel}:1: opens without a comment saying "
+                                "what the file holds")
+            f.seek(0)
             for number, line in enumerate(f, 1):
                 m = INCLUDE.match(line)
                 if not m:
@@ -77,7 +86,7 @@ def main():
                 if public and "/detail/" in target:
                     problems.append(f"{where}: an installed header includes "
                                     "an internal one (detail/)")
-                if target.startswith("actors/") and top != "actors":
+                if target.startswith("actors/") and top in ("runtime", "gpu"):
                     problems.append(f"{where}: {top}/ must not include "
                                     "actors/")
                 theirs = layer_of(target)

@@ -17,8 +17,8 @@
 namespace af::detail {
 
 bool checkpoints_on(const coordinator_state& st) {
-  return st.checkpointing && st.checkpointing->store && st.error.empty()
-         && !st.halting && st.no_more_checkpoints.empty();
+  return st.ckpt.checkpointing && st.ckpt.checkpointing->store && st.error.empty()
+         && !st.ckpt.halting && st.ckpt.no_more_checkpoints.empty();
 }
 
 namespace {
@@ -27,12 +27,12 @@ namespace {
 // ended before the cut the job resumed from.
 uint64_t steps_of(const coordinator_state& st, const std::string& label) {
   uint64_t steps = 0;
-  if (auto it = st.checkpointing->resumed_steps.find(label);
-      it != st.checkpointing->resumed_steps.end())
+  if (auto it = st.ckpt.checkpointing->resumed_steps.find(label);
+      it != st.ckpt.checkpointing->resumed_steps.end())
     steps = it->second;
-  if (auto it = st.stats.find(label); it != st.stats.end())
+  if (auto it = st.numbers.stats.find(label); it != st.numbers.stats.end())
     for (auto& m : it->second.metrics)
-      if (m.name == "step")
+      if (m.name == metric_name::step)
         steps = std::max(steps, static_cast<uint64_t>(m.value));
   return steps;
 }
@@ -48,13 +48,13 @@ uint64_t global_step(const coordinator_state& st) {
 
 void finish_round(coordinator_self self, bool written) {
   auto& st = self->state;
-  auto r = std::move(*st.round);
-  st.round.reset();
+  auto r = std::move(*st.ckpt.round);
+  st.ckpt.round.reset();
   if (r.stop_after && written) {
     // The job ends at the cut: nothing after it is trained, so --resume
     // continues exactly there.
     spdlog::info("stopping at the checkpoint's cut");
-    st.halting = true;
+    st.ckpt.halting = true;
     for (auto& rep : st.replicas)
       if (!rep.down)
         self->send_exit(rep.handle, caf::exit_reason::user_shutdown);
@@ -71,7 +71,7 @@ void finish_round(coordinator_self self, bool written) {
 
 void write_round(coordinator_self self) {
   auto& st = self->state;
-  auto& r = *st.round;
+  auto& r = *st.ckpt.round;
   checkpoint c;
   c.step = r.job.step;
   c.parts.push_back({"job", format_job_part(r.job)});
@@ -86,12 +86,12 @@ void write_round(coordinator_self self) {
   }
   bool written = false;
   try {
-    st.checkpointing->store->write(c);
+    st.ckpt.checkpointing->store->write(c);
     written = true;
-    ++st.checkpoints;
-    st.last_checkpoint = st.checkpointing->store->path_of(c.step);
-    st.last_checkpoint_step = c.step;
-    st.last_ended_written =
+    ++st.ckpt.checkpoints;
+    st.ckpt.last_checkpoint = st.ckpt.checkpointing->store->path_of(c.step);
+    st.ckpt.last_checkpoint_step = c.step;
+    st.ckpt.last_ended_written =
       r.states.empty()
       && std::all_of(r.job.ended.begin(), r.job.ended.end(),
                      [](auto& e) { return e.second; });
@@ -100,7 +100,7 @@ void write_round(coordinator_self self) {
         .count();
     spdlog::info("checkpoint at step {} written to {} ({} parts, {:.1f} MiB, "
                  "{:.0f} ms)",
-                 c.step, st.last_checkpoint, c.parts.size(),
+                 c.step, st.ckpt.last_checkpoint, c.parts.size(),
                  static_cast<double>(bytes) / (1 << 20), ms);
   } catch (const std::exception& ex) {
     // Older checkpoints are intact; training goes on.
@@ -114,9 +114,9 @@ void write_round(coordinator_self self) {
 // services' snapshots are asked for; once they are in, it is written.
 void check_round(coordinator_self self) {
   auto& st = self->state;
-  if (!st.round || !st.round->waiting.empty())
+  if (!st.ckpt.round || !st.ckpt.round->waiting.empty())
     return;
-  auto& r = *st.round;
+  auto& r = *st.ckpt.round;
   if (r.services_asked)
     return;
   r.services_asked = true;
@@ -133,15 +133,15 @@ void check_round(coordinator_self self) {
       .then(
         [=](std::string& bytes) {
           auto& st = self->state;
-          if (!st.round || st.round->id != id)
+          if (!st.ckpt.round || st.ckpt.round->id != id)
             return;
-          st.round->service_states[name] = std::move(bytes);
-          if (--st.round->services_left == 0)
+          st.ckpt.round->service_states[name] = std::move(bytes);
+          if (--st.ckpt.round->services_left == 0)
             write_round(self);
         },
         [=](caf::error& err) {
           auto& st = self->state;
-          if (st.round && st.round->id == id)
+          if (st.ckpt.round && st.ckpt.round->id == id)
             abandon_round(
               self, name + " gave no snapshot: " + self->system().render(err));
         });
@@ -152,7 +152,7 @@ void check_round(coordinator_self self) {
 
 void abandon_round(coordinator_self self, const std::string& why) {
   auto& st = self->state;
-  spdlog::warn("checkpoint {} abandoned: {}; the job goes on", st.round->id,
+  spdlog::warn("checkpoint {} abandoned: {}; the job goes on", st.ckpt.round->id,
                why);
   finish_round(self, false);
 }
@@ -162,9 +162,9 @@ void abandon_round(coordinator_self self, const std::string& why) {
 void begin_round(coordinator_self self, bool final, bool stop_after) {
   auto& st = self->state;
   checkpoint_round r;
-  r.id = st.next_checkpoint_id++;
+  r.id = st.ckpt.next_checkpoint_id++;
   r.stop_after = stop_after;
-  r.job.topology = st.checkpointing->topology;
+  r.job.topology = st.ckpt.checkpointing->topology;
   for (auto& rep : st.replicas) {
     if (!rep.cut)
       continue;
@@ -185,10 +185,10 @@ void begin_round(coordinator_self self, bool final, bool stop_after) {
   }
   spdlog::debug("checkpoint {}: cutting the stream ({} replicas)", r.id,
                 r.waiting.size());
-  st.round = std::move(r);
+  st.ckpt.round = std::move(r);
   if (!final)
-    self->delayed_send(self, st.checkpointing->timeout,
-                       checkpoint_timeout_atom::value, st.round->id);
+    self->delayed_send(self, st.ckpt.checkpointing->timeout,
+                       checkpoint_timeout_atom::value, st.ckpt.round->id);
   check_round(self);
 }
 
@@ -196,7 +196,7 @@ void begin_round(coordinator_self self, bool final, bool stop_after) {
 void on_cut(coordinator_self self, uint64_t id, const std::string& label,
             std::string& state, uint64_t step, bool ended) {
   auto& st = self->state;
-  if (!st.round || st.round->id != id || !st.round->waiting.erase(label)) {
+  if (!st.ckpt.round || st.ckpt.round->id != id || !st.ckpt.round->waiting.erase(label)) {
     // A round given up (or another): the replica paused at its cut goes
     // on, or it would wait for resume_atom for good.
     if (!ended)
@@ -205,7 +205,7 @@ void on_cut(coordinator_self self, uint64_t id, const std::string& label,
                    id);
     return;
   }
-  auto& r = *st.round;
+  auto& r = *st.ckpt.round;
   r.job.ended[label] = ended;
   if (ended)
     step = steps_of(st, label);
@@ -223,9 +223,9 @@ void on_cut(coordinator_self self, uint64_t id, const std::string& label,
 // A replica of the round ended (done) or went down before answering.
 void round_lost(coordinator_self self, replica_entry& rep) {
   auto& st = self->state;
-  if (!st.round || !st.round->waiting.erase(rep.label))
+  if (!st.ckpt.round || !st.ckpt.round->waiting.erase(rep.label))
     return;
-  auto& job = st.round->job;
+  auto& job = st.ckpt.round->job;
   if (rep.done) {
     auto steps = steps_of(st, rep.label);
     job.ended[rep.label] = true;
@@ -241,24 +241,24 @@ void round_lost(coordinator_self self, replica_entry& rep) {
 // replica of the cut ended.
 void maybe_checkpoint(coordinator_self self, bool timer) {
   auto& st = self->state;
-  if (!checkpoints_on(st) || st.round || st.final_taken || st.stopped
-      || !st.restoring.empty())
+  if (!checkpoints_on(st) || st.ckpt.round || st.ckpt.final_taken || st.stopped
+      || !st.recovery.restoring.empty())
     return;
   bool all_ended = true;
   for (auto& r : st.replicas)
     if (r.cut && !r.done && !r.down)
       all_ended = false;
   if (all_ended) {
-    st.final_taken = true;
+    st.ckpt.final_taken = true;
     // A periodic checkpoint may have found every replica ended already.
-    if (st.checkpointing->at_end && !st.last_ended_written)
+    if (st.ckpt.checkpointing->at_end && !st.ckpt.last_ended_written)
       begin_round(self, true, false);
     return;
   }
-  auto& c = *st.checkpointing;
+  auto& c = *st.ckpt.checkpointing;
   if (timer
       || (c.every_steps > 0
-          && global_step(st) >= st.last_checkpoint_step + c.every_steps))
+          && global_step(st) >= st.ckpt.last_checkpoint_step + c.every_steps))
     begin_round(self, false, false);
 }
 

@@ -34,15 +34,15 @@ namespace {
 // next progress snapshot, its counters replace the previous report's.
 void keep_stats(coordinator_state& st, stage_stats&& s) {
   for (auto& h : s.histograms)
-    st.histograms.push_back(std::move(h));
+    st.numbers.histograms.push_back(std::move(h));
   s.histograms.clear();
   for (auto& e : s.scalars) {
     e.name = s.stage_name + "/" + e.name;
-    st.scalars.push_back(std::move(e));
+    st.numbers.scalars.push_back(std::move(e));
   }
   s.scalars.clear();
   auto label = s.stage;
-  st.stats[label] = std::move(s);
+  st.numbers.stats[label] = std::move(s);
 }
 
 job_progress progress_of(coordinator_state& st) {
@@ -50,7 +50,7 @@ job_progress progress_of(coordinator_state& st) {
   p.elapsed_s =
     std::chrono::duration<double>(clock_type::now() - st.begin).count();
   // Replicas that were respawned: their counts up to the loss.
-  for (auto& s : st.retired) {
+  for (auto& s : st.respawns.retired) {
     if (s.is_sink) {
       p.items += s.items_in;
       p.records += s.records_in;
@@ -59,8 +59,8 @@ job_progress progress_of(coordinator_state& st) {
   }
   // Stages in topology order (the order they were spawned in).
   for (auto& r : st.replicas) {
-    auto it = st.stats.find(r.label);
-    if (it == st.stats.end())
+    auto it = st.numbers.stats.find(r.label);
+    if (it == st.numbers.stats.end())
       continue;
     auto& s = it->second;
     if (s.is_sink) {
@@ -70,14 +70,14 @@ job_progress progress_of(coordinator_state& st) {
     }
     p.stages.push_back(s);
   }
-  for (auto& s : st.retired)
+  for (auto& s : st.respawns.retired)
     p.stages.push_back(s);
-  p.histograms = std::move(st.histograms);
-  st.histograms.clear();
-  p.scalars = std::move(st.scalars);
-  st.scalars.clear();
-  if (st.node_traffic) {
-    auto t = st.node_traffic->sample();
+  p.histograms = std::move(st.numbers.histograms);
+  st.numbers.histograms.clear();
+  p.scalars = std::move(st.numbers.scalars);
+  st.numbers.scalars.clear();
+  if (st.numbers.node_traffic) {
+    auto t = st.numbers.node_traffic->sample();
     p.coordinator_bytes = t.sent + t.received;
   }
   return p;
@@ -131,7 +131,7 @@ void on_start(coordinator_self self, const job_layout& l) {
     r.stage = l.stages[i];
     r.may_fail = std::find(l.may_fail.begin(), l.may_fail.end(), r.stage)
                  != l.may_fail.end();
-    r.cut = st.checkpointing->replayed.count(r.stage) == 0;
+    r.cut = st.ckpt.checkpointing->replayed.count(r.stage) == 0;
     if (st.plan->spec)
       for (auto& s : st.plan->spec->stage())
         if (s.name() == r.stage && s.hosts_size() > 0)
@@ -155,11 +155,11 @@ void on_start(coordinator_self self, const job_layout& l) {
     if (auto a = parse_address(address))
       ports.insert(a->port);
   if (!ports.empty())
-    st.node_traffic.emplace(std::move(ports));
+    st.numbers.node_traffic.emplace(std::move(ports));
   if (st.opts.on_progress || st.opts.listener)
     self->delayed_send(self, st.opts.progress_interval, progress_atom::value);
-  if (st.checkpointing->store && st.checkpointing->every_s > 0)
-    self->delayed_send(self, tick_interval(*st.checkpointing),
+  if (st.ckpt.checkpointing->store && st.ckpt.checkpointing->every_s > 0)
+    self->delayed_send(self, tick_interval(*st.ckpt.checkpointing),
                        checkpoint_tick_atom::value);
   if (!st.plan->elastic.empty())
     self->delayed_send(self, std::chrono::seconds{1}, join_poll_atom::value);
@@ -176,7 +176,7 @@ void on_down(coordinator_self self, caf::down_msg& dm) {
   // with that reason took it from a lost peer.)
   bool node_lost = dm.source.node() != self->node()
                    && dm.reason == caf::exit_reason::remote_link_unreachable;
-  if (node_lost && st.round)
+  if (node_lost && st.ckpt.round)
     abandon_round(self, "a node was lost");
   std::string label_lost;
   for (auto& r : st.replicas)
@@ -184,7 +184,7 @@ void on_down(coordinator_self self, caf::down_msg& dm) {
       r.down = true;
       label_lost = r.label;
       round_lost(self, r);
-      if (!r.done && st.error.empty() && !st.halting) {
+      if (!r.done && st.error.empty() && !st.ckpt.halting) {
         auto reason = dm.reason ? caf::to_string(dm.reason)
                                 : std::string{"exited before its end of "
                                               "stream"};
@@ -218,8 +218,8 @@ void on_down(coordinator_self self, caf::down_msg& dm) {
     if (handle.address() == dm.source)
       label_lost = label;
   for (auto& [label, handle] : st.services)
-    if (handle.address() == dm.source && st.error.empty() && !st.halting
-        && !st.restoring.count(label)) {
+    if (handle.address() == dm.source && st.error.empty() && !st.ckpt.halting
+        && !st.recovery.restoring.count(label)) {
       bool ending = std::all_of(st.replicas.begin(), st.replicas.end(),
                                 [](auto& r) { return r.down; });
       if (!ending)
@@ -242,11 +242,11 @@ void on_down(coordinator_self self, caf::down_msg& dm) {
 // job::stop: drain the job, or with checkpoints end it at a cut.
 void on_stop(coordinator_self self) {
   auto& st = self->state;
-  if (checkpoints_on(st) && !st.final_taken && !st.stopped) {
+  if (checkpoints_on(st) && !st.ckpt.final_taken && !st.stopped) {
     // Take a checkpoint and end at its cut.
     st.stopped = true;
-    if (st.round)
-      st.round->stop_after = true;
+    if (st.ckpt.round)
+      st.ckpt.round->stop_after = true;
     else
       begin_round(self, false, true);
     return;
@@ -271,8 +271,8 @@ caf::result<caf::actor> locate(coordinator_self self,
   if (it == st.services.end())
     return caf::make_error(caf::sec::invalid_argument,
                            "the job has no service actor " + label);
-  auto r = st.restoring.find(label);
-  if (r == st.restoring.end())
+  auto r = st.recovery.restoring.find(label);
+  if (r == st.recovery.restoring.end())
     return caf::actor_cast<caf::actor>(it->second);
   auto rp = self->make_response_promise<caf::actor>();
   r->second.waiting.push_back(rp);
@@ -287,18 +287,18 @@ void record_error(coordinator_self self, std::string message) {
     return;
   st.error = std::move(message);
   spdlog::debug("job failed: {}", st.error);
-  st.round.reset(); // a checkpoint being taken is abandoned
+  st.ckpt.round.reset(); // a checkpoint being taken is abandoned
   auto failed = caf::make_error(caf::sec::runtime_error, st.error);
-  for (auto& [label, r] : st.restoring)
+  for (auto& [label, r] : st.recovery.restoring)
     for (auto& rp : r.waiting)
       rp.deliver(failed);
-  st.restoring.clear();
+  st.recovery.restoring.clear();
   kill_all(self);
 }
 
 void maybe_complete(coordinator_self self) {
   auto& st = self->state;
-  if (!st.started || st.round)
+  if (!st.started || st.ckpt.round)
     return;
   for (auto& r : st.replicas)
     if (!r.down)
@@ -308,7 +308,7 @@ void maybe_complete(coordinator_self self) {
     self->send_exit(handle, caf::exit_reason::user_shutdown);
   auto ended =
     caf::make_error(caf::sec::request_receiver_down, "the job has ended");
-  for (auto& [label, r] : st.restoring)
+  for (auto& [label, r] : st.recovery.restoring)
     for (auto& rp : r.waiting)
       rp.deliver(ended);
   run_result result;
@@ -316,28 +316,28 @@ void maybe_complete(coordinator_self self) {
   result.stopped = st.stopped;
   result.error = st.error;
   result.tolerated_failures = st.tolerated;
-  for (auto& loss : st.losses)
+  for (auto& loss : st.respawns.losses)
     result.tolerated_failures[loss.line] +=
       resent_note(st, loss)
-      + (loss.respawn.empty() && st.respawning.count(loss.label)
+      + (loss.respawn.empty() && st.respawns.respawning.count(loss.label)
            ? "; not respawned: the job ended while its hosts were tried"
            : loss.respawn);
-  for (auto& r : st.restored)
+  for (auto& r : st.recovery.restored)
     result.restored.push_back(r.text + ": " + std::to_string(r.lost)
                               + " steps lost");
-  result.joined = st.joined;
+  result.joined = st.respawns.joined;
   result.final = progress_of(st);
-  result.checkpoints = st.checkpoints;
-  result.last_checkpoint = st.last_checkpoint;
-  result.last_checkpoint_step = st.last_checkpoint_step;
+  result.checkpoints = st.ckpt.checkpoints;
+  result.last_checkpoint = st.ckpt.last_checkpoint;
+  result.last_checkpoint_step = st.ckpt.last_checkpoint_step;
   result.lost = st.lost_to_node;
   // (Not after abort(): a job the user aborted is not started again.)
   result.recoverable = !result.ok && !st.lost_to_node.empty()
-                       && !st.aborted && st.checkpointing
-                       && st.checkpointing->store;
-  if (st.checkpointing) {
-    result.resumed_from = st.checkpointing->resumed_from;
-    result.resumed_step = st.checkpointing->resumed_step;
+                       && !st.aborted && st.ckpt.checkpointing
+                       && st.ckpt.checkpointing->store;
+  if (st.ckpt.checkpointing) {
+    result.resumed_from = st.ckpt.checkpointing->resumed_from;
+    result.resumed_step = st.ckpt.checkpointing->resumed_step;
   }
   st.result->deliver(std::move(result));
   self->quit();
@@ -351,8 +351,8 @@ coordinator_main(coordinator_self self, job_options opts,
   self->state.opts = std::move(opts);
   self->state.plan = std::move(plan);
   self->state.result = result;
-  self->state.checkpointing = checkpointing;
-  self->state.last_checkpoint_step = checkpointing->resumed_step;
+  self->state.ckpt.checkpointing = checkpointing;
+  self->state.ckpt.last_checkpoint_step = checkpointing->resumed_step;
   self->attach_functor([result](const caf::error& reason) {
     // Only reached with a result still missing if the coordinator was
     // killed: waiters must not hang.
@@ -392,23 +392,23 @@ coordinator_main(coordinator_self self, job_options opts,
         bool ended) { on_cut(self, id, label, state, step, ended); },
     [=](checkpoint_tick_atom) {
       maybe_checkpoint(self, true);
-      self->delayed_send(self, tick_interval(*self->state.checkpointing),
+      self->delayed_send(self, tick_interval(*self->state.ckpt.checkpointing),
                          checkpoint_tick_atom::value);
     },
     [=](checkpoint_timeout_atom, uint64_t id) {
       auto& st = self->state;
-      if (!st.round || st.round->id != id)
+      if (!st.ckpt.round || st.ckpt.round->id != id)
         return;
       std::string who;
-      for (auto& label : st.round->waiting)
+      for (auto& label : st.ckpt.round->waiting)
         who += (who.empty() ? "" : ", ") + label;
       abandon_round(self, "no cut after "
-                            + std::to_string(st.checkpointing->timeout.count())
+                            + std::to_string(st.ckpt.checkpointing->timeout.count())
                             + " ms (waiting for "
                             + (who.empty() ? "the services" : who) + ")");
     },
     [=](const stream_error& err) {
-      if (self->state.halting)
+      if (self->state.ckpt.halting)
         return;
       for (auto& r : self->state.replicas)
         if (r.label == err.stage && !err.bad_input
@@ -422,7 +422,7 @@ coordinator_main(coordinator_self self, job_options opts,
       record_error(self, reason);
     },
     [=](ps_watch_atom) {
-      self->state.watchers.push_back(
+      self->state.recovery.watchers.push_back(
         caf::actor_cast<caf::actor_addr>(self->current_sender()));
     },
     [=](restore_retry_atom, const std::string& label) {
@@ -438,7 +438,7 @@ coordinator_main(coordinator_self self, job_options opts,
     [=](ps_lost_atom, const std::string& label, uint32_t worker,
         uint64_t pushes) {
       auto& st = self->state;
-      for (auto r = st.restored.rbegin(); r != st.restored.rend(); ++r)
+      for (auto r = st.recovery.restored.rbegin(); r != st.recovery.restored.rend(); ++r)
         if (r->label == label) {
           r->lost += pushes;
           spdlog::warn("{}: {} steps of worker {} lost with the old one ({} "

@@ -195,21 +195,10 @@ struct result_slot {
   }
 };
 
-struct coordinator_state {
-  job_options opts;
-  std::shared_ptr<result_slot> result;
-  std::vector<replica_entry> replicas;
-  std::vector<std::pair<std::string, service_actor>> services;
-  std::vector<std::string> tolerated;
-  bool started = false;
-  bool stopped = false;
-  bool aborted = false; // job::abort
-  std::string error;
-  std::map<std::string, stage_stats> stats;
-  // Histograms reported since the last progress snapshot.
-  std::vector<histogram_summary> histograms;
-  std::vector<scalar_event> scalars; // likewise
-  clock_type::time_point begin = clock_type::now();
+// The coordinator's state, in parts owned by the file that uses them.
+
+// Checkpoints (runtime/job/detail/checkpoint_round.cpp).
+struct coordinator_checkpoints {
   std::shared_ptr<checkpoint_settings> checkpointing;
   std::optional<checkpoint_round> round;
   uint64_t next_checkpoint_id = 1;
@@ -220,14 +209,23 @@ struct coordinator_state {
   bool halting = false;
   uint64_t checkpoints = 0;
   std::string last_checkpoint;
-  // Restoring lost service actors, reassigning lost sources' input.
-  std::shared_ptr<job_plan> plan;
-  // PS clients to tell when a shard is lost (ps_watch_atom).
-  std::vector<caf::actor_addr> watchers;
   // Why no more checkpoints are taken ("" while they are).
   std::string no_more_checkpoints;
+  // The newest checkpoint written found every replica of the cut ended.
+  bool last_ended_written = false;
+};
+
+// Lost service actors restored (runtime/job/detail/recovery.cpp).
+struct coordinator_recovery {
   std::map<std::string, restore_attempt> restoring;
   std::vector<restored_entry> restored;
+  // PS clients to tell when a shard is lost (ps_watch_atom).
+  std::vector<caf::actor_addr> watchers;
+};
+
+// Lost replicas respawned and new ones joined
+// (runtime/job/detail/respawn.cpp).
+struct coordinator_respawns {
   // Lost replicas of resent stages, in order (resent_note, respawn notes).
   std::vector<loss_entry> losses;
   std::map<std::string, respawn_attempt> respawning;
@@ -239,14 +237,43 @@ struct coordinator_state {
   // The last stats of replicas that were respawned ("train[1] (lost)"):
   // their counts stay in the totals.
   std::vector<stage_stats> retired;
-  // The first replica or service lost with its node ("batch[0]
-  // (exit_reason(remote_link_unreachable))"): run_result::lost.
-  std::string lost_to_node;
-  // The newest checkpoint written found every replica of the cut ended.
-  bool last_ended_written = false;
+};
+
+// The numbers of the run, for progress and the result
+// (runtime/job/detail/coordinator.cpp).
+struct coordinator_numbers {
+  std::map<std::string, stage_stats> stats;
+  // Histograms reported since the last progress snapshot.
+  std::vector<histogram_summary> histograms;
+  std::vector<scalar_event> scalars; // likewise
   // What crossed this process to and from the job's nodes (set when the
   // job has nodes): job_progress::coordinator_bytes.
   std::optional<tcp_meter> node_traffic;
+};
+
+struct coordinator_state {
+  // The job and its actors.
+  job_options opts;
+  std::shared_ptr<result_slot> result;
+  std::vector<replica_entry> replicas;
+  std::vector<std::pair<std::string, service_actor>> services;
+  // Restoring lost service actors, reassigning lost sources' input.
+  std::shared_ptr<job_plan> plan;
+  // The lifecycle (runtime/job/detail/coordinator.cpp).
+  bool started = false;
+  bool stopped = false;
+  bool aborted = false; // job::abort
+  std::string error;
+  std::vector<std::string> tolerated;
+  // The first replica or service lost with its node ("batch[0]
+  // (exit_reason(remote_link_unreachable))"): run_result::lost.
+  std::string lost_to_node;
+  clock_type::time_point begin = clock_type::now();
+  // The parts.
+  coordinator_numbers numbers;
+  coordinator_checkpoints ckpt;
+  coordinator_recovery recovery;
+  coordinator_respawns respawns;
 };
 
 /// What the coordinator's handlers get as `self`.

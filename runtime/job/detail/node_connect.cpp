@@ -1,3 +1,6 @@
+// Connecting to nodes (runtime/job/node.hpp) through CAF's middleman: what
+// remote_actor does, with a time limit. Declared in
+// runtime/job/detail/node_connect.hpp.
 #include "actorflow/runtime/job/detail/node_connect.hpp"
 
 #include <algorithm>

@@ -24,15 +24,15 @@ namespace af::detail {
 namespace {
 
 bool can_restore(const coordinator_state& st, const std::string& label) {
-  return st.plan && st.plan->by_label.count(label) && st.checkpointing
-         && st.checkpointing->store;
+  return st.plan && st.plan->by_label.count(label) && st.ckpt.checkpointing
+         && st.ckpt.checkpointing->store;
 }
 
 void fail_restore(coordinator_self self, const std::string& label,
                   const std::string& why) {
   auto& st = self->state;
-  auto it = st.restoring.find(label);
-  if (it == st.restoring.end())
+  auto it = st.recovery.restoring.find(label);
+  if (it == st.recovery.restoring.end())
     return;
   auto lost = it->second.why;
   record_error(self, label + " went down (" + lost
@@ -46,13 +46,13 @@ void finish_restore(coordinator_self self, const std::string& label,
                     size_t host, service_actor fresh, bool from_checkpoint,
                     uint64_t step) {
   auto& st = self->state;
-  auto it = st.restoring.find(label);
-  if (it == st.restoring.end() || !st.error.empty()) {
+  auto it = st.recovery.restoring.find(label);
+  if (it == st.recovery.restoring.end() || !st.error.empty()) {
     self->send_exit(fresh, caf::exit_reason::user_shutdown);
     return;
   }
   auto waiting = std::move(it->second.waiting);
-  st.restoring.erase(it);
+  st.recovery.restoring.erase(it);
   for (auto& rep : st.replicas)
     if (rep.done || rep.down || rep.failed)
       self->send(fresh, replica_lost_atom::value, rep.stage,
@@ -71,7 +71,7 @@ void finish_restore(coordinator_self self, const std::string& label,
   spdlog::warn("restored {}; the trainers' steps since then are lost to "
                "it (counted as each trainer joins it)",
                line);
-  st.restored.push_back(restored_entry{label, std::move(line), 0});
+  st.recovery.restored.push_back(restored_entry{label, std::move(line), 0});
   for (auto& rp : waiting)
     rp.deliver(caf::actor_cast<caf::actor>(fresh));
 }
@@ -82,7 +82,7 @@ void load_restored(coordinator_self self, const std::string& label, size_t host,
   auto& st = self->state;
   std::optional<checkpoint> c;
   try {
-    c = st.checkpointing->store->latest();
+    c = st.ckpt.checkpointing->store->latest();
   } catch (const std::exception& ex) {
     self->send_exit(fresh, caf::exit_reason::user_shutdown);
     fail_restore(self, label, ex.what());
@@ -96,7 +96,7 @@ void load_restored(coordinator_self self, const std::string& label, size_t host,
   for (auto& p : c->parts)
     if (p.name == label)
       bytes = &p.bytes;
-  auto where = st.checkpointing->store->path_of(c->step);
+  auto where = st.ckpt.checkpointing->store->path_of(c->step);
   if (bytes == nullptr) {
     self->send_exit(fresh, caf::exit_reason::user_shutdown);
     fail_restore(self, label, where + " has no part for it");
@@ -111,7 +111,7 @@ void load_restored(coordinator_self self, const std::string& label, size_t host,
       [=](caf::error& err) {
         self->send_exit(fresh, caf::exit_reason::user_shutdown);
         auto& st = self->state;
-        if (auto it = st.restoring.find(label); it != st.restoring.end()) {
+        if (auto it = st.recovery.restoring.find(label); it != st.recovery.restoring.end()) {
           it->second.failures +=
             "; host '" + st.plan->by_label[label].hosts[host] + "': loading "
             + where + ": " + self->system().render(err);
@@ -145,8 +145,8 @@ bool host_left(host_rounds& r, const std::string& label, size_t attempt,
 void try_restore(coordinator_self self, const std::string& label,
                  size_t attempt) {
   auto& st = self->state;
-  auto it = st.restoring.find(label);
-  if (it == st.restoring.end() || !st.error.empty())
+  auto it = st.recovery.restoring.find(label);
+  if (it == st.recovery.restoring.end() || !st.error.empty())
     return;
   auto& home = st.plan->by_label[label];
   auto n = home.hosts.size();
@@ -165,7 +165,7 @@ void try_restore(coordinator_self self, const std::string& label,
   auto address = st.plan->addresses[name];
   auto next = [=](const std::string& why) {
     auto& st = self->state;
-    if (auto it = st.restoring.find(label); it != st.restoring.end()) {
+    if (auto it = st.recovery.restoring.find(label); it != st.recovery.restoring.end()) {
       it->second.failures += "; host '" + name + "' (" + address + "): " + why;
       try_restore(self, label, attempt + 1);
     }
@@ -242,23 +242,23 @@ void hand_on_unfinished(coordinator_self self, const replica_entry& lost) {
   for (auto& producer : st.plan->producers[lost.stage]) {
     tell_stage(self, producer, output_lost_atom::value, lost.label);
     for (auto& r : st.replicas)
-      if (r.stage == producer && r.down && !st.losses.empty()
-          && st.losses.back().label == lost.label)
-        st.losses.back().ended_producers.push_back(r.label);
+      if (r.stage == producer && r.down && !st.respawns.losses.empty()
+          && st.respawns.losses.back().label == lost.label)
+        st.respawns.losses.back().ended_producers.push_back(r.label);
   }
   for (auto& consumer : st.plan->consumers[lost.stage])
     tell_stage(self, consumer, input_lost_atom::value, lost.label);
   // Items sent again now come after the barrier of a checkpoint being
   // taken, while they were read before its cut.
-  if (st.round)
+  if (st.ckpt.round)
     abandon_round(self, lost.label + " was lost");
 }
 
 void note_loss(coordinator_state& st, const std::string& label) {
   size_t before = 0;
-  for (auto& l : st.losses)
+  for (auto& l : st.respawns.losses)
     before += l.label == label;
-  st.losses.push_back(loss_entry{st.tolerated.size() - 1, label, before, {}, ""});
+  st.respawns.losses.push_back(loss_entry{st.tolerated.size() - 1, label, before, {}, ""});
 }
 
 std::string resent_note(const coordinator_state& st, const loss_entry& loss) {
@@ -266,7 +266,7 @@ std::string resent_note(const coordinator_state& st, const loss_entry& loss) {
   // Each producer's closed edges to `label`, in the order they closed: one
   // for each replica of that label it had and lost.
   uint64_t n = 0;
-  for (auto& [who, s] : st.stats) {
+  for (auto& [who, s] : st.numbers.stats) {
     size_t k = 0;
     for (auto& e : s.out_edges)
       if (e.peer == label && e.closed && k++ == loss.incarnation)
@@ -302,7 +302,7 @@ bool reassign(coordinator_self self, replica_entry& lost,
   if (heir == nullptr)
     return false;
   uint64_t from_epoch = 0;
-  if (auto it = st.stats.find(lost.label); it != st.stats.end())
+  if (auto it = st.numbers.stats.find(lost.label); it != st.numbers.stats.end())
     from_epoch = it->second.epochs_ended;
   lost.failed = true;
   self->send(heir->handle, takeover_atom::value, replica_of(lost.label),
@@ -314,15 +314,15 @@ bool reassign(coordinator_self self, replica_entry& lost,
                          + std::to_string(from_epoch));
   spdlog::warn("{} went down ({}); {} takes over its input from epoch {}",
                lost.label, why, heir->label, from_epoch);
-  if (st.checkpointing && st.checkpointing->store
-      && st.no_more_checkpoints.empty()) {
+  if (st.ckpt.checkpointing && st.ckpt.checkpointing->store
+      && st.ckpt.no_more_checkpoints.empty()) {
     // A checkpoint now could not say which replica reads what.
-    st.no_more_checkpoints = lost.label + "'s input was reassigned";
+    st.ckpt.no_more_checkpoints = lost.label + "'s input was reassigned";
     spdlog::warn("no more checkpoints in this job: {}; --resume would "
                  "continue from the last one before",
-                 st.no_more_checkpoints);
-    if (st.round)
-      abandon_round(self, st.no_more_checkpoints);
+                 st.ckpt.no_more_checkpoints);
+    if (st.ckpt.round)
+      abandon_round(self, st.ckpt.no_more_checkpoints);
   }
   return true;
 }
@@ -332,7 +332,7 @@ void service_lost(coordinator_self self, const std::string& label,
                   const std::string& why) {
   auto& st = self->state;
   // Its clients stop waiting for its answers at once.
-  for (auto& addr : st.watchers)
+  for (auto& addr : st.recovery.watchers)
     if (auto client = caf::actor_cast<caf::actor>(addr))
       // A blocking actor, dynamically typed (runtime/protocol/detail/coordinator.hpp).
       caf::unsafe_send_as(self, client, ps_gone_atom::value, label);
@@ -346,9 +346,9 @@ void service_lost(coordinator_self self, const std::string& label,
   }
   spdlog::warn("{} went down ({}); restoring it from the last checkpoint",
                label, why);
-  if (st.round)
+  if (st.ckpt.round)
     abandon_round(self, label + " went down");
-  st.restoring[label].why = why;
+  st.recovery.restoring[label].why = why;
   try_restore(self, label, 0);
 }
 

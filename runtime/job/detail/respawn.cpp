@@ -67,8 +67,8 @@ void drop_fresh(coordinator_self self, const stage_actor& fresh,
 void give_up(coordinator_self self, const std::string& label,
              const std::string& why) {
   auto& st = self->state;
-  st.respawning.erase(label);
-  for (auto l = st.losses.rbegin(); l != st.losses.rend(); ++l)
+  st.respawns.respawning.erase(label);
+  for (auto l = st.respawns.losses.rbegin(); l != st.respawns.losses.rend(); ++l)
     if (l->label == label) {
       l->respawn = "; not respawned: " + why;
       break;
@@ -81,9 +81,9 @@ void give_up(coordinator_self self, const std::string& label,
 // (joining: its join) is under way, and the job goes on.
 bool wanted(const coordinator_state& st, const std::string& stage,
             const std::string& label, bool joining) {
-  if (!st.error.empty() || st.stopped || st.halting)
+  if (!st.error.empty() || st.stopped || st.ckpt.halting)
     return false;
-  return joining ? st.joining.count(stage) > 0 : st.respawning.count(label) > 0;
+  return joining ? st.respawns.joining.count(stage) > 0 : st.respawns.respawning.count(label) > 0;
 }
 
 // A new replica does not take its place after all.
@@ -94,22 +94,91 @@ void not_joined(coordinator_self self, const std::string& stage,
     give_up(self, label, why);
     return;
   }
-  self->state.joining.erase(stage);
+  self->state.respawns.joining.erase(stage);
   spdlog::warn("{} does not join: {}", label, why);
 }
 
-// The new replica `fresh` of `label` runs on `host`: it becomes a consumer
-// of every running producer that takes it (add_output_atom), then it is
-// wired to those, and takes the lost one's place in the replica table
-// (joining: a place of its own).
-void join_replica(coordinator_self self, const std::string& stage,
-                  const std::string& label, const std::string& host,
-                  stage_actor fresh, bool joining) {
+// A replica that joined the running job (max_replicas) on `host`: a place
+// of its own in the replica table, monitored, and a line in the result.
+void record_joined(coordinator_self self, const std::string& stage,
+                   const std::string& label, const std::string& host,
+                   const stage_actor& fresh) {
+  auto& st = self->state;
+  char buf[32];
+  replica_entry r;
+  r.handle = fresh;
+  r.label = label;
+  r.stage = stage;
+  r.host = host;
+  r.cut = st.ckpt.checkpointing->replayed.count(stage) == 0;
+  for (auto& other : st.replicas)
+    if (other.stage == stage)
+      r.may_fail = other.may_fail;
+  st.replicas.push_back(std::move(r));
+  self->monitor(fresh);
+  st.respawns.joining.erase(stage);
+  std::snprintf(buf, sizeof buf, "%.1f", seconds_since(st.begin));
+  st.respawns.joined.push_back(label + " on host '" + host + "' " + buf
+                      + " s after the start");
+  spdlog::warn("{} joined on host '{}' ({} s after the start)", label, host,
+               buf);
+}
+
+// A lost replica started again on `host`: it takes the lost one's place in
+// the replica table; the lost one's counts stay in the totals.
+void record_respawned(coordinator_self self, const std::string& label,
+                      const std::string& host, const stage_actor& fresh) {
+  auto& st = self->state;
+  char buf[32];
+  auto it = st.respawns.respawning.find(label);
+  std::snprintf(buf, sizeof buf, "%.1f", seconds_since(it->second.began));
+  st.respawns.respawning.erase(it);
+  for (auto& r : st.replicas)
+    if (r.label == label) {
+      // Its last counts stay in the totals, as a stage of their own
+      // ("train (lost)"); of its metrics only the counts stay (its
+      // step is the worker's clock, which the new one goes on with).
+      if (auto was = st.numbers.stats.find(label); was != st.numbers.stats.end()) {
+        auto old = std::move(was->second);
+        st.numbers.stats.erase(was);
+        old.stage = label + " (lost)";
+        old.stage_name += " (lost)";
+        std::vector<metric> counts;
+        for (auto& m : old.metrics)
+          if (m.name == metric_name::samples
+              || m.name == metric_name::samples_resumed
+              || m.name == metric_name::skipped_steps)
+            counts.push_back(m);
+        old.metrics = std::move(counts);
+        st.respawns.retired.push_back(std::move(old));
+      }
+      r.handle = fresh;
+      r.host = host;
+      r.down = r.failed = r.done = false;
+      self->monitor(fresh);
+    }
+  for (auto l = st.respawns.losses.rbegin(); l != st.respawns.losses.rend(); ++l)
+    if (l->label == label) {
+      l->respawn =
+        "; respawned on host '" + host + "' " + buf + " s after it was lost";
+      break;
+    }
+  spdlog::warn("{} respawned on host '{}' ({} s after it was lost)", label,
+               host, buf);
+}
+
+// The new replica `fresh` of `label` runs on `host`, a respawned one or
+// (`joining`) one that joins the running job: it becomes a consumer of
+// every running producer that takes it (add_output_atom), then it is
+// recorded (record_respawned, record_joined) and wired to those.
+void wire_fresh_replica(coordinator_self self, const std::string& stage,
+                        const std::string& label, const std::string& host,
+                        stage_actor fresh, bool joining) {
   auto& st = self->state;
   if (!wanted(st, stage, label, joining)) {
     drop_fresh(self, fresh, label);
     if (joining)
-      st.joining.erase(stage);
+      st.respawns.joining.erase(stage);
     return;
   }
   auto producers = live_producers(st, stage);
@@ -137,7 +206,7 @@ void join_replica(coordinator_self self, const std::string& stage,
       drop_fresh(self, fresh, label);
       if (!wanted(st, stage, label, joining)) {
         if (joining)
-          st.joining.erase(stage);
+          st.respawns.joining.erase(stage);
         return;
       }
       not_joined(self, stage, label, joining,
@@ -148,63 +217,12 @@ void join_replica(coordinator_self self, const std::string& stage,
     }
     // Items sent to it now would come after the barrier of a checkpoint
     // being taken.
-    if (st.round)
+    if (st.ckpt.round)
       abandon_round(self, label + (joining ? " joined" : " was respawned"));
-    char buf[32];
-    if (joining) {
-      replica_entry r;
-      r.handle = fresh;
-      r.label = label;
-      r.stage = stage;
-      r.host = host;
-      r.cut = st.checkpointing->replayed.count(stage) == 0;
-      for (auto& other : st.replicas)
-        if (other.stage == stage)
-          r.may_fail = other.may_fail;
-      st.replicas.push_back(std::move(r));
-      self->monitor(fresh);
-      st.joining.erase(stage);
-      std::snprintf(buf, sizeof buf, "%.1f", seconds_since(st.begin));
-      st.joined.push_back(label + " on host '" + host + "' " + buf
-                          + " s after the start");
-      spdlog::warn("{} joined on host '{}' ({} s after the start)", label,
-                   host, buf);
-    } else {
-      auto it = st.respawning.find(label);
-      std::snprintf(buf, sizeof buf, "%.1f", seconds_since(it->second.began));
-      st.respawning.erase(it);
-      for (auto& r : st.replicas)
-        if (r.label == label) {
-          // Its last counts stay in the totals, as a stage of their own
-          // ("train (lost)"); of its metrics only the counts stay (its
-          // step is the worker's clock, which the new one goes on with).
-          if (auto was = st.stats.find(label); was != st.stats.end()) {
-            auto old = std::move(was->second);
-            st.stats.erase(was);
-            old.stage = label + " (lost)";
-            old.stage_name += " (lost)";
-            std::vector<metric> counts;
-            for (auto& m : old.metrics)
-              if (m.name == "samples" || m.name == "samples_resumed"
-                  || m.name == "skipped_steps")
-                counts.push_back(m);
-            old.metrics = std::move(counts);
-            st.retired.push_back(std::move(old));
-          }
-          r.handle = fresh;
-          r.host = host;
-          r.down = r.failed = r.done = false;
-          self->monitor(fresh);
-        }
-      for (auto l = st.losses.rbegin(); l != st.losses.rend(); ++l)
-        if (l->label == label) {
-          l->respawn = "; respawned on host '" + host + "' " + buf
-                       + " s after it was lost";
-          break;
-        }
-      spdlog::warn("{} respawned on host '{}' ({} s after it was lost)",
-                   label, host, buf);
-    }
+    if (joining)
+      record_joined(self, stage, label, host, fresh);
+    else
+      record_respawned(self, label, host, fresh);
     self->send(fresh, wire_atom::value, p->w);
   };
   for (auto* r : producers) {
@@ -316,13 +334,13 @@ void spawn_on(coordinator_self self, const std::string& stage,
 
 bool respawnable(const coordinator_state& st, const replica_entry& lost) {
   return st.plan && st.plan->spec && st.plan->respawned.count(lost.stage) > 0
-         && st.error.empty() && !st.stopped && !st.halting
-         && !st.respawning.count(lost.label);
+         && st.error.empty() && !st.stopped && !st.ckpt.halting
+         && !st.respawns.respawning.count(lost.label);
 }
 
 void respawn(coordinator_self self, const std::string& label) {
   auto& st = self->state;
-  st.respawning[label] = respawn_attempt{};
+  st.respawns.respawning[label] = respawn_attempt{};
   spdlog::info("respawning {}", label);
   try_respawn(self, label, 0);
 }
@@ -330,11 +348,11 @@ void respawn(coordinator_self self, const std::string& label) {
 void try_respawn(coordinator_self self, const std::string& label,
                  size_t attempt) {
   auto& st = self->state;
-  auto it = st.respawning.find(label);
-  if (it == st.respawning.end())
+  auto it = st.respawns.respawning.find(label);
+  if (it == st.respawns.respawning.end())
     return;
-  if (!st.error.empty() || st.stopped || st.halting) {
-    st.respawning.erase(it);
+  if (!st.error.empty() || st.stopped || st.ckpt.halting) {
+    st.respawns.respawning.erase(it);
     return;
   }
   auto* entry = &*std::find_if(st.replicas.begin(), st.replicas.end(),
@@ -365,7 +383,7 @@ void try_respawn(coordinator_self self, const std::string& label,
   auto address = st.plan->addresses[name];
   auto next = [=](const std::string& why) {
     auto& st = self->state;
-    if (auto it = st.respawning.find(label); it != st.respawning.end()) {
+    if (auto it = st.respawns.respawning.find(label); it != st.respawns.respawning.end()) {
       it->second.failures += "; host '" + name + "' (" + address + "): " + why;
       try_respawn(self, label, attempt + 1);
     }
@@ -375,17 +393,17 @@ void try_respawn(coordinator_self self, const std::string& label,
   spawn_on(
     self, stage, address, replica, st.plan->connect_timeout,
     [=](stage_actor fresh) {
-      join_replica(self, stage, label, name, std::move(fresh), false);
+      wire_fresh_replica(self, stage, label, name, std::move(fresh), false);
     },
     next);
 }
 
 void poll_joiners(coordinator_self self) {
   auto& st = self->state;
-  if (!st.error.empty() || st.stopped || st.halting)
+  if (!st.error.empty() || st.stopped || st.ckpt.halting)
     return;
   for (auto& [stage, most] : st.plan->elastic) {
-    if (st.joining.count(stage) || live_producers(st, stage).empty())
+    if (st.respawns.joining.count(stage) || live_producers(st, stage).empty())
       continue;
     std::set<std::string> busy, labels;
     size_t running = 0;
@@ -394,7 +412,7 @@ void poll_joiners(coordinator_self self) {
       if (r.stage == stage) {
         labels.insert(r.label);
         ending = ending || r.done;
-        if (!r.down || st.respawning.count(r.label)) {
+        if (!r.down || st.respawns.respawning.count(r.label)) {
           ++running;
           busy.insert(r.host);
         }
@@ -416,21 +434,21 @@ void poll_joiners(coordinator_self self) {
         free.push_back(h);
     if (free.empty())
       continue;
-    auto host = free[st.join_cursor[stage]++ % free.size()];
+    auto host = free[st.respawns.join_cursor[stage]++ % free.size()];
     auto address = st.plan->addresses[host];
     auto label = stage + "[" + std::to_string(replica) + "]";
-    st.joining[stage] = host;
+    st.respawns.joining[stage] = host;
     auto name = stage; // (a copy for the lambdas)
     spawn_on(
       self, name, address, replica, std::chrono::milliseconds{1000},
       [=](stage_actor fresh) {
         spdlog::info("node '{}' answers: {} starts there", host, label);
-        join_replica(self, name, label, host, std::move(fresh), true);
+        wire_fresh_replica(self, name, label, host, std::move(fresh), true);
       },
       [=](const std::string& why) {
         spdlog::debug("no new replica of {} on host '{}': {}", name, host,
                       why);
-        self->state.joining.erase(name);
+        self->state.respawns.joining.erase(name);
       });
   }
 }

@@ -1,3 +1,6 @@
+// The data plane's wire format (runtime/net/data_plane.hpp): one header,
+// with the writer and the reader of a frame beside it. Declared in
+// runtime/net/detail/data_frame.hpp.
 #include "actorflow/runtime/net/detail/data_frame.hpp"
 
 #include <cstring>

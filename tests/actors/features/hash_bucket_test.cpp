@@ -205,9 +205,20 @@ TEST_CASE("hash_bucket configs need features with buckets and distinct "
   auto reg = make_registry(std::make_shared<observations>());
   auto& type = *reg.find("hash_bucket");
   auto problem = [&](topology::Stage s) { return type.check(s); };
+  // Without its block the loader refuses the stage, naming what the block
+  // needs (stage_type::config_block), before the type's check runs.
+  auto blockless = load_topology_text(
+    R"(stage { name: "s" type: "synthetic_source" }
+       stage { name: "h" type: "hash_bucket" input { stage: "s" } }
+       stage { name: "k" type: "sink" input { stage: "h" } })",
+    "t.pbtxt", reg);
+  REQUIRE_FALSE(blockless.ok());
+  REQUIRE(blockless.errors.size() == 1);
+  CHECK(blockless.errors[0].message
+        == "stage 'h' (hash_bucket): needs a hash_bucket { feature { input: "
+           "\"...\" buckets: N } } block");
   topology::Stage none;
   none.set_type("hash_bucket");
-  CHECK_THAT(problem(none), Catch::Contains("needs a hash_bucket {"));
   none.mutable_hash_bucket();
   CHECK(problem(none)
         == "hash_bucket.feature is required (one per string field to "
