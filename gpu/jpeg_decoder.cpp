@@ -1,3 +1,7 @@
+// Decoding JPEG batches on a GPU (nvJPEG) for image_decode's `device:
+// "cuda"`: each image is decoded at full size, then cropped, resized,
+// flipped and normalized by one kernel for the whole batch. Declared in
+// gpu/jpeg_decoder.hpp.
 #include "actorflow/gpu/jpeg_decoder.hpp"
 
 #include <stdexcept>

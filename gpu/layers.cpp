@@ -1,3 +1,7 @@
+// Layers: one class per layer type of the topology (gpu/model.hpp's
+// layer_spec), each built only from device primitives (gpu/device.hpp), so
+// the same code runs on the CPU and the CUDA device. Declared in
+// gpu/layers.hpp.
 #include "actorflow/gpu/layers.hpp"
 
 #include <climits>

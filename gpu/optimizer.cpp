@@ -1,3 +1,6 @@
+// Optimizers of the parameter-server shards: plain CPU loops over float
+// arrays, with the update rules of TensorFlow's v1 optimizers (Keras uses
+// the same ones). Declared in gpu/optimizer.hpp.
 #include "actorflow/gpu/optimizer.hpp"
 
 #include <cmath>
