@@ -522,20 +522,46 @@ void checkpoint_store::write(const checkpoint& c) {
   if (ec)
     throw std::runtime_error(dir_ + ": cannot create: " + ec.message());
   auto path = path_of(c.step);
-  // A directory of this step: a crash's leftover or a checkpoint replaced.
-  // Its MANIFEST goes first and durably, so it never lists new parts.
-  if (::access(path.c_str(), F_OK) == 0) {
-    if (auto err = remove_checkpoint(path); !err.empty())
+  // The checkpoint is made complete under a name that list() ignores
+  // (ckpt-<step>.new: a crash's leftover of it is removed first), then
+  // takes its step's name. A checkpoint of the same step already there (a
+  // job without trainers cuts every checkpoint at step 0) is swapped out
+  // atomically (renameat2's RENAME_EXCHANGE) and removed after: at every
+  // moment the step's name holds a complete checkpoint, the old one or the
+  // new one, so a crash while it is replaced leaves one.
+  auto fresh = path + ".new";
+  if (::access(fresh.c_str(), F_OK) == 0) {
+    if (auto err = remove_checkpoint(fresh); !err.empty())
       throw std::runtime_error(err);
   }
-  if (::mkdir(path.c_str(), 0755) != 0)
-    fail(path, "cannot create", errno);
+  if (::mkdir(fresh.c_str(), 0755) != 0)
+    fail(fresh, "cannot create", errno);
   fsync_dir(dir_);
   for (size_t i = 0; i < c.parts.size(); ++i)
-    write_durably(path + "/" + files[i], c.parts[i].bytes);
-  fsync_dir(path);
-  write_durably(path + "/MANIFEST", render_manifest(c, files));
-  fsync_dir(path);
+    write_durably(fresh + "/" + files[i], c.parts[i].bytes);
+  fsync_dir(fresh);
+  write_durably(fresh + "/MANIFEST", render_manifest(c, files));
+  fsync_dir(fresh);
+  if (::renameat2(AT_FDCWD, fresh.c_str(), AT_FDCWD, path.c_str(),
+                  RENAME_EXCHANGE)
+      == 0) {
+    // `fresh` now holds the replaced checkpoint.
+    fsync_dir(dir_);
+    if (auto err = remove_checkpoint(fresh); !err.empty())
+      throw std::runtime_error(err);
+  } else if (errno == ENOENT || errno == EINVAL || errno == ENOSYS) {
+    // No checkpoint of this step yet; or a file system without
+    // RENAME_EXCHANGE (EINVAL), where the old one goes first (its MANIFEST
+    // first and durably) and a crash in between leaves none of this step.
+    if (errno != ENOENT && ::access(path.c_str(), F_OK) == 0)
+      if (auto err = remove_checkpoint(path); !err.empty())
+        throw std::runtime_error(err);
+    if (::rename(fresh.c_str(), path.c_str()) != 0)
+      fail(path, "cannot rename the new checkpoint to", errno);
+  } else {
+    fail(path, "cannot replace with the new checkpoint", errno);
+  }
+  fsync_dir(dir_);
 
   // Retention: the newest `keep` complete ones at or below c.step stay.
   size_t kept = 0;

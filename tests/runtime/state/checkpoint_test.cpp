@@ -198,6 +198,26 @@ TEST_CASE("a checkpoint store writing an earlier or the same step replaces "
         == std::set<std::string>{"MANIFEST", "ps[0].part", "read[0].part",
                                  "job.part"});
   require_equal(*store.latest(), sample(7));
+  // Replacing a checkpoint of the same step (a job without trainers cuts
+  // every checkpoint at step 0) swaps the new one in whole: nothing of
+  // the old one and no ckpt-<step>.new is left, and a crash's leftover
+  // .new (half written) is neither taken for a checkpoint nor kept.
+  CHECK(entries(td.file("ckpt")) == std::set<std::string>{
+          fs::path(store.path_of(1)).filename().string(),
+          fs::path(store.path_of(2)).filename().string(),
+          fs::path(store.path_of(7)).filename().string()});
+  fs::create_directory(store.path_of(7) + ".new");
+  td.write("ckpt/ckpt-00000000000000000007.new/ps[0].part", "half");
+  CHECK(store.steps() == std::vector<uint64_t>{1, 2, 7});
+  require_equal(*store.latest(), sample(7));
+  auto again = sample(7);
+  again.parts[0].bytes = "the same step again";
+  store.write(again);
+  require_equal(*store.latest(), again);
+  CHECK_FALSE(fs::exists(store.path_of(7) + ".new"));
+  CHECK(entries(store.path_of(7))
+        == std::set<std::string>{"MANIFEST", "ps[0].part", "read[0].part",
+                                 "job.part"});
 }
 
 TEST_CASE("checkpoint part names with slashes and dots stay inside the "
