@@ -27,7 +27,11 @@ root=$work/root
 mkdir -p "$root/build/release"
 ln -s "$(dirname "$bin")" "$root/build/release/bin"
 ln -s "$src/apps" "$root/apps"
-(cd "$root" && timeout 600 unshare -n bash -c 'ip link set lo up && bash -euo pipefail "$1"' \
+# The block runs in this shell (sourced), so that the EXIT trap stops the
+# nodes it started in the background even when a command of it fails
+# (a network namespace does not end its processes).
+(cd "$root" && timeout 600 unshare -n bash -c \
+  'ip link set lo up && set -euo pipefail && trap "kill \$(jobs -p) 2>/dev/null || true; wait || true" EXIT && . "$1"' \
   rehearsal "$work/block.sh") > "$work/run.out" 2>&1 || fail "the rehearsal exited with $?"
 cat "$work/run.out" | tail -5
 
