@@ -10,7 +10,8 @@ engine is built with. The contract: forward takes the topology's
 training.model.inputs in their order (here the batch fields "image", f32
 [n, 28, 28] standardized, or [n, 28, 28, 1] from image_decode, and "label",
 i64 [n]) and returns
-(mean loss, predictions); the evaluator takes the predictions' argmax.
+(mean loss, predictions); the evaluator takes the predictions' argmax. In
+eval mode the predictions average the image's and its mirror image's.
 """
 
 import argparse
@@ -84,7 +85,14 @@ class Train(nn.Module):
             # classes do not change under it), drawn anew for every batch.
             flip = torch.rand(x.size(0), 1, 1, 1) < 0.5
             x = torch.where(flip, x.flip(3), x)
-        logits = self.net.logits(x)
+            logits = self.net.logits(x)
+        else:
+            # The predictions average the logits of each image and its
+            # mirror image, the invariance the flips above teach (test-time
+            # augmentation): measured on one trained checkpoint, 0.9237
+            # test accuracy against 0.9203 for the image alone
+            # (docs/training.md, "Measured").
+            logits = 0.5 * (self.net.logits(x) + self.net.logits(x.flip(3)))
         return F.cross_entropy(logits, label), logits
 
 
