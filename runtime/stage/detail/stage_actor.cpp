@@ -77,7 +77,7 @@ void handle_input(stage_self self) {
       st.stats.records_in += static_cast<uint64_t>(ev.value.records());
       st.stats.bytes_in += bytes;
       edge.epochs_seen = std::max(edge.epochs_seen, ev.value.epoch + 1);
-      st.setup.logic->process_from(edge.name, std::move(ev.value), st);
+      st.setup.logic->process_from(edge.name, std::move(ev.value), st.emit);
       auto ack = edge.resend ? track_outputs(st, ev.edge) : nullptr;
       if (edge.resend && !st.outputs.empty()) {
         st.credit_after_output.emplace_back(std::move(ack), bytes);
@@ -95,8 +95,8 @@ void handle_input(stage_self self) {
     }
     case input_event::epoch_end:
       for (auto epoch : st.in.end_epoch(edge, ev.epoch)) {
-        st.setup.logic->end_of_epoch(epoch, st);
-        st.end_epoch(epoch);
+        st.setup.logic->end_of_epoch(epoch, st.emit);
+        st.emit.end_epoch(epoch);
       }
       break;
     case input_event::barrier:
@@ -118,8 +118,8 @@ void handle_input(stage_self self) {
       // then ended its first replay when its input ended, and the shuffle
       // after it mixed that epoch's records into the next one.)
       for (auto epoch : st.in.end_stream(edge)) {
-        st.setup.logic->end_of_epoch(epoch, st);
-        st.end_epoch(epoch);
+        st.setup.logic->end_of_epoch(epoch, st.emit);
+        st.emit.end_epoch(epoch);
       }
       break;
   }
@@ -128,7 +128,8 @@ void handle_input(stage_self self) {
 // Sources produce from the start; other stages may go on producing after
 // their inputs ended (a cache replaying its epochs).
 bool producing(const stage_state& st) {
-  return (st.source || st.in.all_ended()) && !st.produce_done && !st.paused;
+  return (st.source || st.in.all_ended())
+         && st.production == production_phase::open && !st.paused;
 }
 
 bool source_has_credit(stage_state& st) {
@@ -140,12 +141,11 @@ bool source_has_credit(stage_state& st) {
 
 void stop_producing(stage_self self) {
   auto& st = self->state;
-  if (st.produce_done)
+  if (st.production != production_phase::open)
     return;
   if (st.source)
     spdlog::info("{}: stopping early on request", st.label);
-  st.produce_done = true;
-  st.stopped_early = true;
+  st.production = production_phase::stopped;
   for (auto& e : st.in.edges())
     if (!e.eos_received)
       self->send(e.peer, stop_atom::value);
@@ -166,7 +166,7 @@ void pump(stage_self self) {
   int produced = 0;
   try {
     for (;;) {
-      if (st.failed)
+      if (st.failed())
         return;
       if (st.stop_requested) {
         st.stop_requested = false;
@@ -175,7 +175,7 @@ void pump(stage_self self) {
             self->send(e.peer, stop_atom::value);
       }
       flush_outputs(self);
-      if (st.failed)
+      if (st.failed())
         return;
       if (!st.outputs.empty())
         break;
@@ -192,14 +192,14 @@ void pump(stage_self self) {
         continue;
       }
       if (!st.credit_when_done.empty() && held_blocks(st)) {
-        st.setup.logic->release(st);
+        st.setup.logic->release(st.emit);
         settle_held(self);
         if (!st.credit_when_done.empty() && held_blocks(st))
           throw std::logic_error("release() left items held that a "
                                  "producer waits for");
         continue;
       }
-      if (st.checkpoint_pending && !st.finished && cut_reached(st)) {
+      if (st.checkpoint_pending && !st.finishing() && cut_reached(st)) {
         take_cut(self);
         settle_held(self);
         continue;
@@ -214,20 +214,21 @@ void pump(stage_self self) {
           }
           break;
         }
-        if (!st.setup.logic->produce(st))
-          st.produce_done = true;
+        if (!st.setup.logic->produce(st.emit))
+          st.production = production_phase::done;
         continue;
       }
-      bool inputs_done = (st.source || st.in.all_ended()) && st.produce_done;
-      if (inputs_done && !st.finished) {
-        st.setup.logic->finish(st);
+      bool inputs_done = (st.source || st.in.all_ended())
+                         && st.production != production_phase::open;
+      if (inputs_done && !st.finishing()) {
+        st.setup.logic->finish(st.emit);
         settle_held(self);
         st.outputs.push_back(
           output_event{output_event::stream_end, batch{}, 0});
-        st.finished = true;
+        st.phase = replica_phase::finishing;
         continue;
       }
-      if (st.finished) {
+      if (st.finishing()) {
         // Not before every consumer opened its edge. A replica that ends
         // at once (one that had ended at a resumed checkpoint's cut) would
         // otherwise be gone before a consumer on its node read its
@@ -281,7 +282,7 @@ void account(stage_self self, F&& f) {
 // handled by `f` under account().
 template <class F>
 caf::result<void> on_message(stage_self self, F&& f) {
-  if (!self->state.wired)
+  if (!self->state.wired())
     return caf::skip;
   account(self, std::forward<F>(f));
   return caf::unit;
@@ -339,7 +340,7 @@ void arrive_marker(stage_state& st, const inbound::edge& e,
 // Queues items that arrived from the current sender.
 void enqueue_items(stage_self self, batch* items, size_t count) {
   auto& st = self->state;
-  if (st.failed)
+  if (st.failed())
     return;
   auto* e = sender_edge(self);
   if (e == nullptr) {
@@ -400,7 +401,7 @@ bool drain_first(stage_self self, const inbound::edge& e,
 void on_down(stage_self self, caf::down_msg& dm) {
   account(self, [&] {
     auto& st = self->state;
-    if (st.failed)
+    if (st.failed())
       return;
     peer_id id = caf::actor_cast<caf::actor_control_block*>(dm.source);
     if (st.coordinator && id == id_of(st.coordinator)) {
@@ -470,7 +471,7 @@ stage_actor::behavior_type stage_main(stage_self self, stage_setup setup) {
     if (!msg.reason)
       return;
     auto& st = self->state;
-    if (st.coordinator && st.wired)
+    if (st.coordinator && st.wired())
       self->send(st.coordinator, stats_atom::value, take_stats(st));
     self->quit(msg.reason);
   });
@@ -521,9 +522,9 @@ stage_actor::behavior_type stage_main(stage_self self, stage_setup setup) {
     [=](checkpoint_atom, uint64_t id) -> caf::result<void> {
       return on_message(self, [&] {
         auto& st = self->state;
-        if (st.failed)
+        if (st.failed())
           return;
-        if (st.finished) {
+        if (st.finishing()) {
           // Ended (or ending): nothing of the stream is left here.
           if (st.coordinator)
             self->send(st.coordinator, checkpoint_atom::value, id, st.label,
@@ -550,13 +551,13 @@ stage_actor::behavior_type stage_main(stage_self self, stage_setup setup) {
         uint64_t from_epoch) -> caf::result<void> {
       return on_message(self, [&] {
         auto& st = self->state;
-        if (st.failed || st.stopped_early)
+        if (st.failed() || st.production == production_phase::stopped)
           return;
         try {
-          if (st.finished)
+          if (st.finishing())
             throw std::runtime_error("it has ended its stream already");
           st.setup.logic->take_over(replica, from_epoch);
-          st.produce_done = false; // produce() decides again
+          st.production = production_phase::open; // produce() decides again
         } catch (const std::exception& ex) {
           fail(self, std::string{"cannot take over replica "}
                        + std::to_string(replica) + ": " + ex.what());
@@ -574,7 +575,7 @@ stage_actor::behavior_type stage_main(stage_self self, stage_setup setup) {
       });
     },
     [=](add_output_atom, const downstream_edge& d) -> caf::result<bool> {
-      if (!self->state.wired)
+      if (!self->state.wired())
         return caf::skip;
       bool added = false;
       account(self, [&] { added = add_output(self, d); });
@@ -596,11 +597,11 @@ stage_actor::behavior_type stage_main(stage_self self, stage_setup setup) {
       // Failure reports travel downstream with the data; the coordinator
       // already has it from the origin and will shut the job down.
       auto& st = self->state;
-      if (!st.wired)
+      if (!st.wired())
         return caf::skip;
-      if (st.failed)
+      if (st.failed())
         return caf::unit;
-      st.failed = true;
+      st.phase = replica_phase::failed;
       st.inputs.clear();
       st.outputs.clear();
       for (auto& e : st.out.edges())

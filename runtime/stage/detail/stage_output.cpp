@@ -28,9 +28,25 @@ stage_stats take_stats(stage_state& st) {
   return result;
 }
 
-void stage_state::report_metrics() {
-  if (coordinator)
-    caf::anon_send(coordinator, stats_atom::value, take_stats(*this));
+void replica_emitter::push(batch item) {
+  if (st_.out.empty())
+    throw std::logic_error("stage pushed an item but has no consumer");
+  st_.outputs.push_back(
+    output_event{output_event::item, std::move(item), 0});
+}
+
+void replica_emitter::end_epoch(uint64_t epoch) {
+  st_.outputs.push_back(
+    output_event{output_event::epoch_end, batch{}, epoch});
+}
+
+void replica_emitter::stop_inputs() {
+  st_.stop_requested = true;
+}
+
+void replica_emitter::report_metrics() {
+  if (st_.coordinator)
+    caf::anon_send(st_.coordinator, stats_atom::value, take_stats(st_));
 }
 
 stage_actor via_data_plane(stage_self self, const stage_actor& peer) {
@@ -47,7 +63,7 @@ stage_actor downstream(stage_self self, const outbound::edge& e) {
 
 void report_error(stage_self self, const stream_error& err) {
   auto& st = self->state;
-  st.failed = true;
+  st.phase = replica_phase::failed;
   if (st.coordinator)
     self->send(st.coordinator, err);
   for (auto& e : st.out.edges())
@@ -76,11 +92,11 @@ void send_envelope(stage_self self, outbound::edge& e) {
 
 void fail(stage_self self, const std::string& cause, bool bad_input) {
   auto& st = self->state;
-  if (st.failed)
+  if (st.failed())
     return;
   spdlog::error("{}: {}", st.label, cause);
   // Its last counts first (as when the coordinator stops it: stage_main).
-  if (st.coordinator && st.wired)
+  if (st.coordinator && st.wired())
     self->send(st.coordinator, stats_atom::value, take_stats(st));
   report_error(self, stream_error{st.label, cause, bad_input});
   st.inputs.clear();

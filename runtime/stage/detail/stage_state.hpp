@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <stdexcept>
 #include <set>
 #include <string>
@@ -44,23 +45,84 @@ struct output_event {
   pending_ack_ptr ack = nullptr;
 };
 
-struct stage_state : emitter {
+/// Where a replica is in its life. It moves forward only: unwired ->
+/// running -> finishing, and failed may follow any of them.
+enum class replica_phase : uint8_t {
+  /// Until the wiring comes, every message but restore_atom and wire_atom
+  /// stays in the mailbox (runtime/protocol/stream.hpp).
+  unwired,
+  /// Wired: inputs, outputs and checkpoints flow.
+  running,
+  /// finish() ran and end_of_stream is queued behind the outputs; the
+  /// replica exits once they are out and every consumer opened its edge.
+  finishing,
+  /// A stream_error was raised here or received: queues dropped, nothing
+  /// more is processed.
+  failed,
+};
+
+/// Whether the logic's produce() is still called: sources from the start,
+/// other stages once their inputs ended (a cache replaying its epochs).
+enum class production_phase : uint8_t {
+  open,
+  done,    // produce() returned false (a resumed replica that had ended)
+  stopped, // a stop request ended it (stop_producing): no take-over
+};
+
+/// A checkpoint's state for this replica (restore_atom), kept until the
+/// wiring comes and applied then.
+struct pending_restore {
+  std::string state;
+  bool ended = false; // it had ended before the cut: end again at once
+};
+
+struct stage_state;
+
+/// What the replica's logic gets as its emitter (stage_logic::process and
+/// the others): its items and epochs go into the replica's output queue,
+/// and it may ask for the inputs to stop or the metrics to go out. The
+/// logic sees nothing else of the replica's state.
+class replica_emitter final : public emitter {
+public:
+  explicit replica_emitter(stage_state& st) : st_(st) {}
+  void push(batch item) override;
+  void end_epoch(uint64_t epoch) override;
+  void stop_inputs() override;
+  void report_metrics() override;
+
+private:
+  stage_state& st_;
+};
+
+/// The replica's state. Its lifecycle is `phase`; the flags that remain
+/// are facts of their own that may hold together: `source` (its role, from
+/// the wiring), `produce_scheduled` (a produce_atom is in the mailbox),
+/// `stop_requested` (the logic asked for its inputs to stop),
+/// `waiting_for_credit` (how the time since the last message is counted),
+/// `checkpoint_pending` and `paused` (a new checkpoint may be asked for
+/// while the replica waits to resume from the last one's cut).
+struct stage_state {
+  stage_state() = default;
+  stage_state(const stage_state&) = delete;
+  stage_state& operator=(const stage_state&) = delete;
 
   stage_setup setup;
   coordinator_actor coordinator; // setup.coordinator, typed
   std::string label;
-  // The wiring came: until then every message but restore_atom and
-  // wire_atom stays in the mailbox (runtime/protocol/stream.hpp).
-  bool wired = false;
+  replica_phase phase = replica_phase::unwired;
+  bool wired() const noexcept { return phase != replica_phase::unwired; }
+  bool failed() const noexcept { return phase == replica_phase::failed; }
+  bool finishing() const noexcept {
+    return phase == replica_phase::finishing;
+  }
+  replica_emitter emit{*this};
   inbound in;
   outbound out;
   std::deque<input_event> inputs;
   std::deque<output_event> outputs;
   bool source = false;
   bool produce_scheduled = false;
-  // produce() returned false or a stop came: no more produce() calls.
-  bool produce_done = false;
-  bool stopped_early = false; // a stop request ended producing
+  production_phase production = production_phase::open;
   // Items from inputs with upstream_edge::resend whose outputs are still
   // queued: (the item, bytes), credited once the outputs left.
   std::vector<std::pair<pending_ack_ptr, uint64_t>> credit_after_output;
@@ -68,29 +130,12 @@ struct stage_state : emitter {
   // oldest first: credited as it lets them go (settle_held); their bytes
   // went back when they came.
   std::deque<pending_ack_ptr> credit_when_done;
-  bool finished = false; // finish() ran, end_of_stream is queued
-  bool failed = false;   // a stream_error was raised or received
   // Inputs on other nodes whose down message was held back until the data
   // plane delivered what their node sent before it (on_down).
   std::set<peer_id> drained;
   stage_stats stats;
   clock_type::time_point since = clock_type::now();
   bool waiting_for_credit = false;
-
-  void push(batch item) override {
-    if (out.empty())
-      throw std::logic_error("stage pushed an item but has no consumer");
-    outputs.push_back(output_event{output_event::item, std::move(item), 0});
-  }
-
-  void end_epoch(uint64_t epoch) override {
-    outputs.push_back(output_event{output_event::epoch_end, batch{}, epoch});
-  }
-
-  void stop_inputs() override { stop_requested = true; }
-
-  void report_metrics() override;
-
   bool stop_requested = false;
 
   // What arrives goes through `order` into `inputs`: in deterministic mode
@@ -106,9 +151,7 @@ struct stage_state : emitter {
   std::vector<bool> barrier_in;
   bool paused = false;
   // From restore_atom (a resumed job), applied when wired.
-  bool restoring = false;
-  std::string restore_state;
-  bool restore_ended = false;
+  std::optional<pending_restore> restore;
 };
 
 /// What a replica's handlers get as `self`.

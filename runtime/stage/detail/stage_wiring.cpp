@@ -40,7 +40,7 @@ void add_consumer(stage_self self, const downstream_edge& d) {
 
 bool add_output(stage_self self, const downstream_edge& d) {
   auto& st = self->state;
-  if (st.failed || st.finished || !d.peer)
+  if (st.failed() || st.finishing() || !d.peer)
     return false;
   add_consumer(self, d);
   spdlog::info("{}: consumer '{}' joins (started while the job runs)",
@@ -50,19 +50,17 @@ bool add_output(stage_self self, const downstream_edge& d) {
 
 void keep_restore(stage_self self, std::string& state, bool ended) {
   auto& st = self->state;
-  if (st.wired) {
+  if (st.wired()) {
     spdlog::error("{}: a checkpoint's state came after the wiring; dropped",
                   st.label);
     return;
   }
-  st.restoring = true;
-  st.restore_state = std::move(state);
-  st.restore_ended = ended;
+  st.restore = pending_restore{std::move(state), ended};
 }
 
 bool wire(stage_self self, const wiring& w) {
   auto& st = self->state;
-  if (st.wired) {
+  if (st.wired()) {
     spdlog::error("{}: wired twice; the second wiring is dropped", st.label);
     return false;
   }
@@ -104,24 +102,24 @@ bool wire(stage_self self, const wiring& w) {
     self->delayed_send(self, st.setup.metrics_interval, tick_atom::value);
   }
   // What waited in the mailbox is handled from the next message on.
-  st.wired = true;
+  st.phase = replica_phase::running;
   st.since = clock_type::now();
-  if (st.restoring) {
+  if (st.restore) {
     try {
-      if (st.restore_ended) {
+      if (st.restore->ended) {
         // Ended before the cut: end again without producing (its
         // inputs ended too and will say so).
-        st.produce_done = true;
+        st.production = production_phase::done;
       } else {
-        if (!st.restore_state.empty())
-          restore_stage(st, st.restore_state);
+        if (!st.restore->state.empty())
+          restore_stage(st, st.restore->state);
         st.setup.logic->resume();
       }
     } catch (const std::exception& ex) {
       fail(self, std::string{"cannot restore the checkpoint: "} + ex.what());
       return false;
     }
-    st.restore_state.clear();
+    st.restore.reset();
   }
   return true;
 }
