@@ -143,10 +143,8 @@ stage_type batcher_type() {
   t.kind = stage_kind::transform;
   t.description = "re-chunks items into batches of batch_size records";
   t.config_block = "batcher";
-  t.config_required = "batch_size: N";
+  t.config_required = {"batch_size"};
   t.check = [](const topology::Stage& s) -> std::string {
-    if (!s.batcher().has_batch_size())
-      return "batcher.batch_size is required";
     if (s.batcher().batch_size() < 1)
       return "batcher.batch_size must be >= 1, got "
              + std::to_string(s.batcher().batch_size());

@@ -388,8 +388,6 @@ private:
 };
 
 std::string check_filter(const topology::Stage& s) {
-  if (s.filter().where().empty())
-    return "filter needs at least one where clause";
   for (auto& text : clause_texts(s)) {
     filter_clause c;
     auto why = parse_filter_clause(text, c);
@@ -408,7 +406,7 @@ stage_type filter_type() {
   t.one_to_one = true;
   t.description = "keeps the records for which every where clause holds";
   t.config_block = "filter";
-  t.config_required = "where: \"...\"";
+  t.config_required = {"where"};
   t.check = check_filter;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<filter>(info, s);

@@ -186,11 +186,12 @@ stage_type shuffle_type() {
   t.kind = stage_kind::transform;
   t.description = "shuffles records through a buffer (like tf.data shuffle)";
   t.config_block = "shuffle";
-  t.config_required = "buffer_size: N";
+  t.config_required = {"buffer_size"};
   t.check = [](const topology::Stage& s) -> std::string {
     auto& p = s.shuffle();
-    if (!p.has_buffer_size() || p.buffer_size() < 1)
-      return "shuffle.buffer_size is required and must be >= 1";
+    if (p.buffer_size() < 1)
+      return "shuffle.buffer_size must be >= 1, got "
+             + std::to_string(p.buffer_size());
     if (p.has_records_per_item() && p.records_per_item() < 1)
       return "shuffle.records_per_item must be >= 1";
     return {};

@@ -106,11 +106,12 @@ stage_type make_type(const char* name, bool take) {
   t.description = take ? "passes the first `count` records of the stream"
                        : "drops the first `count` records of the stream";
   t.config_block = name;
-  t.config_required = "count: N";
+  t.config_required = {"count"};
   t.check = [name, take](const topology::Stage& s) -> std::string {
     auto& p = take ? s.take() : s.skip();
-    if (!p.has_count() || p.count() < 0)
-      return std::string{name} + ".count is required and must be >= 0";
+    if (p.count() < 0)
+      return std::string{name} + ".count must be >= 0, got "
+             + std::to_string(p.count());
     if (replicas_of(s) != 1)
       return std::string{"a "} + name
              + " stage counts the whole stream and has one replica";

@@ -95,11 +95,7 @@ stage_type unbatch_type() {
   t.kind = stage_kind::transform;
   t.one_to_one = true;
   t.description = "splits each record along its first inner dimension";
-  t.check = [](const topology::Stage& s) -> std::string {
-    if (s.config_case() != topology::Stage::kUnbatch)
-      return "needs an unbatch { } block";
-    return {};
-  };
+  t.config_block = "unbatch";
   t.make = [](const stage_info&, const topology::Stage&) {
     return std::make_shared<unbatch>();
   };

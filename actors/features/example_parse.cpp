@@ -454,11 +454,7 @@ private:
 };
 
 std::string check_example_parse(const topology::Stage& s) {
-  if (s.config_case() != topology::Stage::kExampleParse)
-    return "needs an example_parse { feature { ... } } block";
   auto& c = s.example_parse();
-  if (c.feature().empty())
-    return "example_parse needs at least one feature";
   std::set<std::string> names;
   for (auto& f : c.feature())
     if (!names.insert(f.name()).second)
@@ -467,8 +463,6 @@ std::string check_example_parse(const topology::Stage& s) {
     if (f.var_len() && names.count(f.name() + "_length") > 0)
       return "feature '" + f.name() + "_length' clashes with the lengths of "
              "var_len feature '" + f.name() + "'";
-    if (f.name().empty())
-      return "a feature has no name";
     if (f.type() != "bytes" && f.type() != "float" && f.type() != "int64")
       return "feature '" + f.name()
              + "': type must be \"bytes\", \"float\" or \"int64\", got \""
@@ -496,6 +490,8 @@ stage_type example_parse_type() {
   t.kind = stage_kind::transform;
   t.one_to_one = true;
   t.description = "parses tf.Example records into typed feature tensors";
+  t.config_block = "example_parse";
+  t.config_required = {"feature.name", "feature.type"};
   t.check = check_example_parse;
   t.make = [](const stage_info&, const topology::Stage& s) {
     return std::make_shared<example_parse>(example_parse_config_of(s));

@@ -58,8 +58,6 @@ std::string check_hash_bucket(const topology::Stage& s) {
     return "hash_bucket.hash must be \"xxh64\" (the default) or "
            "\"fingerprint64\" (TensorFlow's), got \""
            + p.hash() + "\"";
-  if (p.feature().empty())
-    return "hash_bucket.feature is required (one per string field to hash)";
   if (p.has_buckets() && p.buckets() <= 0)
     return "hash_bucket.buckets must be > 0, got "
            + std::to_string(p.buckets());
@@ -67,8 +65,6 @@ std::string check_hash_bucket(const topology::Stage& s) {
   for (int i = 0; i < p.feature_size(); ++i) {
     auto& f = p.feature(i);
     auto at = "hash_bucket.feature[" + std::to_string(i) + "]";
-    if (f.input().empty())
-      return at + ": input is required (the bytes field to hash)";
     if (!f.has_buckets() && !p.has_buckets())
       return at + " ('" + f.input()
              + "'): buckets is required (here or as hash_bucket.buckets)";
@@ -122,7 +118,7 @@ stage_type hash_bucket_type() {
   t.description = "maps string fields to ids in [0, buckets) by xxHash or "
                   "TensorFlow's FarmHash Fingerprint64";
   t.config_block = "hash_bucket";
-  t.config_required = "feature { input: \"...\" buckets: N }";
+  t.config_required = {"feature.input"};
   t.check = check_hash_bucket;
   t.make = [](const stage_info&, const topology::Stage& s) {
     if (auto problem = check_hash_bucket(s); !problem.empty())

@@ -391,11 +391,10 @@ private:
 };
 
 std::string check_image_decode(const topology::Stage& s) {
-  if (s.config_case() != topology::Stage::kImageDecode)
-    return "needs an image_decode { height: H width: W } block";
   auto& p = s.image_decode();
   if (p.height() < 1 || p.width() < 1)
-    return "image_decode.height and width are required and must be >= 1";
+    return "image_decode.height and width must be >= 1, got "
+           + std::to_string(p.height()) + " and " + std::to_string(p.width());
   if (p.has_channels() && p.channels() != 1 && p.channels() != 3)
     return "image_decode.channels must be 1 or 3";
   if (!p.op().empty() && p.op() != "resize" && p.op() != "center_crop"
@@ -450,6 +449,8 @@ stage_type image_decode_type() {
   t.one_to_one = true;
   t.description = "decodes JPEG, PNG or WebP images (by content), "
                   "crops/resizes/flips/normalizes";
+  t.config_block = "image_decode";
+  t.config_required = {"height", "width"};
   t.check = check_image_decode;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<image_decode>(info, image_decode_config_of(s));

@@ -75,9 +75,6 @@ std::string number(double x) {
 // The problem with feature `f` (at: "numeric.feature[I] ('NAME')"), or "".
 std::string check_feature(const topology::NumericFeature& f,
                           const std::string& at) {
-  if (f.op().empty())
-    return at + ": op is required: one or more of " + known_ops
-           + ", applied in order";
   bool standardize = false, bucketize = false;
   for (int k = 0; k < f.op_size(); ++k) {
     numeric_op op = numeric_op::log1p;
@@ -123,14 +120,10 @@ std::string check_feature(const topology::NumericFeature& f,
 
 std::string check_numeric(const topology::Stage& s) {
   auto& p = s.numeric();
-  if (p.feature().empty())
-    return "numeric.feature is required (one per field to transform)";
   std::vector<std::string> outputs;
   for (int i = 0; i < p.feature_size(); ++i) {
     auto& f = p.feature(i);
     auto at = "numeric.feature[" + std::to_string(i) + "]";
-    if (f.input().empty())
-      return at + ": input is required (the numeric field)";
     if (auto problem = check_feature(f, at + " ('" + f.input() + "')");
         !problem.empty())
       return problem;
@@ -241,7 +234,7 @@ stage_type numeric_type() {
   t.one_to_one = true;
   t.description = "transforms numeric fields: log1p, standardize, bucketize";
   t.config_block = "numeric";
-  t.config_required = "feature { input: \"...\" op: \"...\" }";
+  t.config_required = {"feature.input", "feature.op"};
   t.check = check_numeric;
   t.make = [](const stage_info&, const topology::Stage& s) {
     if (auto problem = check_numeric(s); !problem.empty())

@@ -143,8 +143,6 @@ private:
 
 std::string check_tokenize(const topology::Stage& s) {
   auto& p = s.tokenize();
-  if (p.vocabulary().empty())
-    return "tokenize.vocabulary is required (a file of one word per line)";
   if (p.max_tokens() < 0)
     return "tokenize.max_tokens must be >= 0, got "
            + std::to_string(p.max_tokens());
@@ -173,7 +171,7 @@ stage_type tokenize_type() {
   t.one_to_one = true;
   t.description = "maps the words of a text field to vocabulary ids";
   t.config_block = "tokenize";
-  t.config_required = "vocabulary: \"...\"";
+  t.config_required = {"vocabulary"};
   t.check = check_tokenize;
   t.make = [](const stage_info&, const topology::Stage& s) {
     return std::make_shared<tokenize>(tokenize_config_of(s));

@@ -31,16 +31,16 @@ std::string tfrecord_sink_file(const std::string& path, uint32_t replica,
 
 namespace {
 
-struct sink_config {
+struct tfrecord_sink_config {
   std::string path;                // output prefix; required
   std::vector<std::string> fields; // empty: all but key, index, companions
   int64_t records_per_file = 0;    // 0: no limit
   bool gzip = false;
 };
 
-sink_config tfrecord_sink_config_of(const topology::Stage& s) {
+tfrecord_sink_config tfrecord_sink_config_of(const topology::Stage& s) {
   auto& p = s.tfrecord_sink();
-  sink_config c;
+  tfrecord_sink_config c;
   c.path = p.path();
   c.fields.assign(p.fields().begin(), p.fields().end());
   c.records_per_file = p.records_per_file();
@@ -50,7 +50,7 @@ sink_config tfrecord_sink_config_of(const topology::Stage& s) {
 
 class tfrecord_sink : public stage_logic {
 public:
-  tfrecord_sink(const stage_info& info, sink_config cfg)
+  tfrecord_sink(const stage_info& info, tfrecord_sink_config cfg)
     : cfg_(std::move(cfg)), replica_(info.replica), label_(info.label()) {}
 
   void process(batch&& item, emitter&) override {
@@ -279,7 +279,7 @@ private:
     ++files_done_;
   }
 
-  sink_config cfg_;
+  tfrecord_sink_config cfg_;
   uint32_t replica_;
   std::string label_;
   std::unique_ptr<tfrecord_writer> writer_; // null: no file open
@@ -293,8 +293,6 @@ private:
 
 std::string check_tfrecord_sink(const topology::Stage& s) {
   auto& p = s.tfrecord_sink();
-  if (p.path().empty())
-    return "tfrecord_sink.path is required (the output files' prefix)";
   if (p.records_per_file() < 0)
     return "tfrecord_sink.records_per_file must be >= 0, got "
            + std::to_string(p.records_per_file());
@@ -320,7 +318,7 @@ stage_type tfrecord_sink_type() {
   t.blocking = true;
   t.description = "writes records as tf.Examples into TFRecord files";
   t.config_block = "tfrecord_sink";
-  t.config_required = "path: \"...\"";
+  t.config_required = {"path"};
   t.check = check_tfrecord_sink;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<tfrecord_sink>(info, tfrecord_sink_config_of(s));

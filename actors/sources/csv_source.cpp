@@ -288,8 +288,6 @@ private:
 
 std::string check_csv_source(const topology::Stage& s) {
   auto& p = s.csv_source();
-  if (p.files().empty() || p.column().empty())
-    return "csv_source.files and csv_source.column are required";
   for (auto& c : p.column()) {
     if (c.name().empty()
         || (c.type() != "int64" && c.type() != "float"
@@ -332,7 +330,7 @@ stage_type csv_source_type() {
   t.description = "reads CSV files into typed columns";
   t.blocking = true;
   t.config_block = "csv_source";
-  t.config_required = "files: ... column { ... }";
+  t.config_required = {"files", "column.name", "column.type"};
   t.check = check_csv_source;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<csv_source>(info, csv_source_config_of(s));

@@ -120,12 +120,10 @@ stage_type idx_source_type() {
   t.kind = stage_kind::source;
   t.description = "reads IDX images and labels (MNIST, Fashion-MNIST)";
   t.blocking = true;
+  t.config_block = "idx_source";
+  t.config_required = {"images", "labels"};
   t.check = [](const topology::Stage& s) -> std::string {
-    if (s.config_case() != topology::Stage::kIdxSource)
-      return "needs an idx_source { images: \"...\" labels: \"...\" } block";
     auto c = idx_source_config_of(s);
-    if (c.images.empty() || c.labels.empty())
-      return "idx_source.images and idx_source.labels are required";
     if (auto problem = check_file_source_config(c); !problem.empty())
       return problem;
     for (auto* path : {&c.images, &c.labels}) {

@@ -120,9 +120,9 @@ stage_type image_folder_source_type() {
   t.kind = stage_kind::source;
   t.description = "reads an image folder DIR/CLASS/IMAGE, label = class";
   t.blocking = true;
+  t.config_block = "image_folder_source";
+  t.config_required = {"dir"};
   t.check = [](const topology::Stage& s) -> std::string {
-    if (s.config_case() != topology::Stage::kImageFolderSource)
-      return "needs an image_folder_source { dir: \"...\" } block";
     auto c = image_folder_source_config_of(s);
     if (auto problem = check_file_source_config(c); !problem.empty())
       return problem;

@@ -353,8 +353,6 @@ private:
 
 std::string check_tfrecord_source(const topology::Stage& s) {
   auto& p = s.tfrecord_source();
-  if (p.files().empty())
-    return "tfrecord_source.files is required";
   tfrecord::compression c;
   if (!tfrecord::parse_compression(p.compression(), c))
     return "tfrecord_source.compression must be \"auto\", \"none\" or "
@@ -386,7 +384,7 @@ stage_type tfrecord_source_type() {
   t.blocking = true;
   t.reassignable = true;
   t.config_block = "tfrecord_source";
-  t.config_required = "files: \"...\"";
+  t.config_required = {"files"};
   t.check = check_tfrecord_source;
   t.make = [](const stage_info& info, const topology::Stage& s) {
     return std::make_shared<tfrecord_source>(info, tfrecord_source_config_of(s));

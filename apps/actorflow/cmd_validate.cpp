@@ -21,9 +21,14 @@ struct validate_args {
 int cmd_validate(const validate_args& args, const registry& reg) {
   const auto& path = args.topology;
   if (args.list_types) {
-    for (auto* t : reg.list())
-      std::printf("%-18s %-9s %s\n", t->name.c_str(), to_string(t->kind),
+    // Each type's line, and below it the config block with the fields it
+    // requires (stage_type::config_required), when it has one.
+    for (auto* t : reg.list()) {
+      std::printf("%-19s %-9s %s\n", t->name.c_str(), to_string(t->kind),
                   t->description.c_str());
+      if (auto block = config_synopsis(*t); !block.empty())
+        std::printf("%-19s %-9s %s\n", "", "", block.c_str());
+    }
     if (path.empty())
       return exit_ok;
   }

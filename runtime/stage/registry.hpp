@@ -63,14 +63,21 @@ struct stage_type {
   /// Non-empty: a topology with checkpoints may not use this type outside
   /// a replayed branch; the text says why (shown to the user).
   std::string no_checkpoints;
-  /// The stage's config block, once for every type: the name of its
-  /// Stage.config field ("batcher"), and what the block must hold at
-  /// least, as the error shows it ("batch_size: N"). The loader refuses a
-  /// stage of this type without that block ("needs a batcher {
-  /// batch_size: N } block") before `check` runs, so `check` may read the
-  /// block. Empty: the type needs no block (it may still read one).
+  /// The stage's schema, declared once for every type: the name of its
+  /// Stage.config field ("batcher"), and the fields of that block a stage
+  /// must set, as paths in it ("batch_size"; "feature.input": every entry
+  /// of the repeated message `feature` sets `input`, and there is at least
+  /// one). A repeated field is set when it has an entry; a singular one
+  /// when it is present (a proto3 scalar without `optional`: when it is
+  /// not zero or empty). The fields themselves, their types and their
+  /// meaning are declared in proto/topology.proto, where docs/stages.md
+  /// reads them. The loader refuses a stage without the block or a
+  /// required field ("needs a batcher { batch_size: N } block") before
+  /// `check` runs, so `check` may read the block and need not repeat
+  /// these. registry::add refuses a name that is not a field. Empty
+  /// config_block: the type needs no block (it may still read one).
   std::string config_block;
-  std::string config_required;
+  std::vector<std::string> config_required;
   /// Checks a stage's configuration; returns an empty string when it is
   /// valid, else a message (without file or line: the loader adds them).
   /// Called while a topology is loaded; an exception it throws is reported
@@ -126,6 +133,22 @@ using topology_check =
 
 class registry;
 
+/// A type's config block as errors and `validate --list-types` show it,
+/// with its required fields and a placeholder for each value by its type:
+/// `batcher { batch_size: N }`, `numeric { feature { input: "..." op:
+/// "..." } }`; "" for a type without a config block. Throws
+/// std::invalid_argument for a schema that names no field (registry::add
+/// checks that first).
+std::string config_synopsis(const stage_type& type);
+
+/// What `stage` misses of its type's schema: "" when it sets the config
+/// block and every required field; else the message the loader reports,
+/// "needs a batcher { batch_size: N } block" or "numeric.feature[1].op is
+/// required (numeric { feature { input: "..." op: "..." } })".
+/// Throws std::invalid_argument for a schema that names no field.
+std::string missing_config(const topology::Stage& stage,
+                           const stage_type& type);
+
 /// Per stage of `spec` (topology order): whether it is replayed on resume
 /// rather than cut (stage_type::replay_on_resume, and every stage upstream
 /// of such a stage). Unknown types count as cut. Does not throw.
@@ -140,7 +163,9 @@ std::vector<bool> replayed_stages(const topology::Topology& spec,
 class registry {
 public:
   /// Adds a type; throws std::invalid_argument if the name is empty or
-  /// taken, or `make` is empty.
+  /// taken, `make` is empty, or its config_block or a config_required
+  /// path is not a field of the topology's Stage (a path's inner names:
+  /// of message fields).
   void add(stage_type type);
   /// The type called `name`, or nullptr.
   const stage_type* find(const std::string& name) const noexcept;

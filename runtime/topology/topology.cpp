@@ -43,15 +43,6 @@ int64_t window_of(const topology::Input& in) {
 
 namespace {
 
-// Whether `s` has the config block its type needs (stage_type::config_block:
-// a field of Stage's `config` oneof, by name); true when it needs none.
-bool has_config_block(const topology::Stage& s, const stage_type& t) {
-  if (t.config_block.empty())
-    return true;
-  auto* field = s.GetDescriptor()->FindFieldByName(t.config_block);
-  return field != nullptr && s.GetReflection()->HasField(s, field);
-}
-
 class collector : public pb::io::ErrorCollector {
 public:
   collector(std::string file, std::vector<topology_error>& errors)
@@ -219,12 +210,9 @@ private:
         continue;
       }
       check_max_replicas(i, *type);
-      if (!has_config_block(s, *type)) {
-        error(lines_[i], "stage '" + s.name() + "' (" + s.type()
-                           + "): needs a " + type->config_block + " { "
-                           + type->config_required
-                           + (type->config_required.empty() ? "" : " ")
-                           + "} block");
+      if (auto missing = missing_config(s, *type); !missing.empty()) {
+        error(lines_[i],
+              "stage '" + s.name() + "' (" + s.type() + "): " + missing);
         continue;
       }
       if (type->check) {

@@ -62,7 +62,9 @@ case $case_name in
     expect_err "invalid.pbtxt:3: stage 'decode': unknown stage type 'transfrom'"
     expect_err "invalid.pbtxt:4: stage 'sink': input 'decoder' names a stage that does not exist"
     run validate --list-types; expect_rc 0; expect_out "synthetic_source"; expect_out "batcher"
-    expect_out "hash_bucket"; expect_out "numeric"
+    expect_out "hash_bucket"; expect_out "numeric"; expect_out "bucket_by_length"
+    # Under a type's line, its config block with the fields it requires.
+    expect_out "^ *batcher { batch_size: N }$"
     # The case study's topology (its data is made by example.criteo_like;
     # validation only needs its files to exist).
     mkdir -p "$tmp/criteo" && : >"$tmp/criteo/train-0.tfrecord" && : >"$tmp/criteo/test-0.tfrecord"

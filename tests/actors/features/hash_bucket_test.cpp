@@ -204,7 +204,12 @@ TEST_CASE("hash_bucket configs need features with buckets and distinct "
           "[hash_bucket][bad-input]") {
   auto reg = make_registry(std::make_shared<observations>());
   auto& type = *reg.find("hash_bucket");
-  auto problem = [&](topology::Stage s) { return type.check(s); };
+  // The schema's required fields first (stage_type::config_required), as
+  // the loader checks them, then the type's check.
+  auto problem = [&](topology::Stage s) {
+    auto missing = missing_config(s, type);
+    return missing.empty() ? type.check(s) : missing;
+  };
   // Without its block the loader refuses the stage, naming what the block
   // needs (stage_type::config_block), before the type's check runs.
   auto blockless = load_topology_text(
@@ -216,21 +221,21 @@ TEST_CASE("hash_bucket configs need features with buckets and distinct "
   REQUIRE(blockless.errors.size() == 1);
   CHECK(blockless.errors[0].message
         == "stage 'h' (hash_bucket): needs a hash_bucket { feature { input: "
-           "\"...\" buckets: N } } block");
+           "\"...\" } } block");
   topology::Stage none;
   none.set_type("hash_bucket");
   none.mutable_hash_bucket();
   CHECK(problem(none)
-        == "hash_bucket.feature is required (one per string field to "
-           "hash)");
+        == "hash_bucket.feature is required (hash_bucket { feature { input: "
+           "\"...\" } })");
   CHECK(problem(stage("a - -"))
         == "hash_bucket.feature[0] ('a'): buckets is required (here or as "
            "hash_bucket.buckets)");
   CHECK(problem(stage("a - 5; b - 0"))
         == "hash_bucket.feature[1] ('b'): buckets must be > 0, got 0");
-  CHECK(problem(stage("- x 5"))
-        == "hash_bucket.feature[0]: input is required (the bytes field to "
-           "hash)");
+  CHECK(problem(stage("a y 5; - x 5"))
+        == "hash_bucket.feature[1].input is required (hash_bucket { feature { "
+           "input: \"...\" } })");
   CHECK(problem(stage("a x 5; b x 5"))
         == "hash_bucket.feature[1]: output 'x' is also feature[0]'s "
            "(outputs must differ)");

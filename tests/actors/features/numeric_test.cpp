@@ -51,9 +51,13 @@ batch run(const topology::Stage& s, batch in) {
   return std::move(out.items[0]);
 }
 
+// What the loader says of a numeric stage: its schema's required fields
+// (stage_type::config_required) first, then the type's check.
 std::string problem(const topology::Stage& s) {
   auto reg = make_registry(std::make_shared<observations>());
-  return reg.find("numeric")->check(s);
+  auto& type = *reg.find("numeric");
+  auto missing = missing_config(s, type);
+  return missing.empty() ? type.check(s) : missing;
 }
 
 } // namespace
@@ -215,8 +219,8 @@ TEST_CASE("numeric configs are refused with what is wrong",
   auto nothing = [](topology::NumericFeature&) {};
   CHECK(one({"log1p"}, nothing).empty());
   CHECK(one({}, nothing)
-        == "numeric.feature[0] ('x'): op is required: one or more of log1p, "
-           "standardize, bucketize, applied in order");
+        == "numeric.feature[0].op is required (numeric { feature { input: "
+           "\"...\" op: \"...\" } })");
   CHECK(one({"log1p", "log"}, nothing)
         == "numeric.feature[0] ('x'): unknown op 'log' (known: log1p, "
            "standardize, bucketize)");
@@ -258,7 +262,8 @@ TEST_CASE("numeric configs are refused with what is wrong",
   empty.set_type("numeric");
   empty.mutable_numeric();
   CHECK(problem(empty)
-        == "numeric.feature is required (one per field to transform)");
+        == "numeric.feature is required (numeric { feature { input: \"...\" "
+           "op: \"...\" } })");
   topology::Stage twice;
   feature(twice, "a", {"log1p"})->set_output("y");
   feature(twice, "b", {"log1p"})->set_output("y");
@@ -266,9 +271,11 @@ TEST_CASE("numeric configs are refused with what is wrong",
         == "numeric.feature[1]: output 'y' is also feature[0]'s (outputs "
            "must differ)");
   topology::Stage no_input;
+  feature(no_input, "a", {"log1p"});
   feature(no_input, "", {"log1p"});
   CHECK(problem(no_input)
-        == "numeric.feature[0]: input is required (the numeric field)");
+        == "numeric.feature[1].input is required (numeric { feature { input: "
+           "\"...\" op: \"...\" } })");
 }
 
 TEST_CASE_METHOD(fixture, "a CSV with empty cells becomes ids and "

@@ -190,6 +190,68 @@ stage { name: "sink" type: "nope" input { stage: "src" } }
   }
 }
 
+TEST_CASE("a stage type's schema: the loader names a missing block or "
+          "required field, the registry refuses fields that do not exist",
+          "[topology][schema]") {
+  // Every built-in type with a block lists it in its synopsis, once.
+  auto reg = builtin();
+  for (auto* t : reg.list()) {
+    INFO(t->name);
+    auto synopsis = config_synopsis(*t);
+    CHECK(synopsis.empty() == t->config_block.empty());
+    for (auto& path : t->config_required)
+      CHECK(synopsis.find(path.substr(path.rfind('.') + 1))
+            != std::string::npos);
+  }
+  auto* batcher = reg.find("batcher");
+  REQUIRE(batcher != nullptr);
+  CHECK(config_synopsis(*batcher) == "batcher { batch_size: N }");
+  auto errors = errors_of(R"(
+    stage { name: "s" type: "synthetic_source" }
+    stage { name: "b" type: "batcher" input { stage: "s" } }
+    stage { name: "c" type: "csv_source" csv_source { files: "x"
+            column { name: "a" type: "int64" } column { name: "b" } } }
+    stage { name: "k" type: "sink" input { stage: "b" } input { stage: "c" } })");
+  CHECK(has_error(errors, "t.pbtxt:3: ",
+                  "stage 'b' (batcher): needs a batcher { batch_size: N } "
+                  "block"));
+  CHECK(has_error(errors, "t.pbtxt:4: ",
+                  "stage 'c' (csv_source): csv_source.column[1].type is "
+                  "required (csv_source { files: \"...\" column { name: "
+                  "\"...\" type: \"...\" } })"));
+  // take's count has presence: 0 is set (and passes).
+  CHECK(errors_of(R"(
+    stage { name: "s" type: "synthetic_source" }
+    stage { name: "t" type: "take" input { stage: "s" } take { count: 0 } }
+    stage { name: "k" type: "sink" input { stage: "t" } })").empty());
+
+  auto type = [](std::string block, std::vector<std::string> required) {
+    stage_type t;
+    t.name = "mine";
+    t.config_block = std::move(block);
+    t.config_required = std::move(required);
+    t.make = [](const stage_info&, const topology::Stage&) {
+      return std::shared_ptr<stage_logic>{};
+    };
+    return t;
+  };
+  registry mine;
+  CHECK_THROWS_WITH(mine.add(type("batchr", {})),
+                    "stage type 'mine': Stage has no config block 'batchr'");
+  CHECK_THROWS_WITH(mine.add(type("batcher", {"batch"})),
+                    "stage type 'mine': BatcherConfig has no field 'batch' "
+                    "(config_required \"batch\")");
+  CHECK_THROWS_WITH(mine.add(type("batcher", {"batch_size.x"})),
+                    "stage type 'mine': BatcherConfig.batch_size is not a "
+                    "message (config_required \"batch_size.x\")");
+  CHECK_THROWS_WITH(mine.add(type("", {"batch_size"})),
+                    Catch::Contains("config_required without a config_block"));
+  CHECK(mine.list().empty());
+  mine.add(type("numeric", {"feature.input", "feature.op"}));
+  CHECK(config_synopsis(*mine.find("mine"))
+        == "numeric { feature { input: \"...\" op: \"...\" } }");
+}
+
 TEST_CASE("bad files get a clear error, never a crash", "[topology]") {
   auto reg = builtin();
   auto dir = std::string{"/tmp/af_topology_test_"} + std::to_string(::getpid());
