@@ -195,6 +195,32 @@ double metric_of(const run_result& r, const std::string& label,
   throw std::logic_error("unreachable");
 }
 
+resumed_batches resume_between(const registry& reg,
+                               const topology::Stage& stage,
+                               const std::vector<batch>& items, size_t split) {
+  auto* type = reg.find(stage.type());
+  if (type == nullptr)
+    throw std::invalid_argument("no stage type '" + stage.type() + "'");
+  auto whole = type->make(stage_info{}, stage);
+  auto first = type->make(stage_info{}, stage);
+  resumed_batches out;
+  out.resumed = type->make(stage_info{}, stage);
+  collecting_emitter all, before, after;
+  for (auto& item : items)
+    whole->process(batch{item}, all);
+  whole->finish(all);
+  for (size_t k = 0; k < split && k < items.size(); ++k)
+    first->process(batch{items[k]}, before);
+  out.resumed->restore(first->snapshot());
+  for (size_t k = split; k < items.size(); ++k)
+    out.resumed->process(batch{items[k]}, after);
+  out.resumed->finish(after);
+  out.whole = std::move(all.items);
+  out.joined = std::move(before.items);
+  out.joined.insert(out.joined.end(), after.items.begin(), after.items.end());
+  return out;
+}
+
 uint64_t rss_bytes() {
   std::ifstream in{"/proc/self/statm"};
   uint64_t size = 0, resident = 0;

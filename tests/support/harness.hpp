@@ -93,6 +93,19 @@ struct collecting_emitter : emitter {
   void end_epoch(uint64_t e) override { epochs_ended.push_back(e); }
 };
 
+/// A stage's batches run whole, and run with a checkpoint between: `items`
+/// through one replica of `stage` (made by its type in `reg`) to its
+/// finish; and the first `split` of them through a second replica, whose
+/// snapshot a third restores before it takes the rest and finishes.
+struct resumed_batches {
+  std::vector<batch> whole;
+  std::vector<batch> joined; // the second's batches, then the third's
+  std::shared_ptr<stage_logic> resumed; // the third, for more checks
+};
+resumed_batches resume_between(const registry& reg,
+                               const topology::Stage& stage,
+                               const std::vector<batch>& items, size_t split);
+
 /// Resident set size of this process in bytes.
 uint64_t rss_bytes();
 

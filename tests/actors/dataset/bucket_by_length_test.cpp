@@ -102,19 +102,26 @@ void check_each_once(const checked& c) {
   }
 }
 
+// The job: the data through a bucket_by_length stage with `block`'s
+// fields (besides its length_field) into the collector.
+std::string bucketed(const temp_dir& dir, const std::string& block) {
+  return data_and_parse(dir) + R"(
+    stage { name: "bucket" type: "bucket_by_length" input { stage: "parse" }
+            bucket_by_length { length_field: "tokens_length" )"
+         + block + R"( } }
+    stage { name: "sink" type: "collect" input { stage: "bucket" } })";
+}
+
 } // namespace
 
 TEST_CASE_METHOD(fixture, "bucket_by_length batches each bucket with its "
                           "own batch size, padded to the batch's longest",
                  "[bucket_by_length][input]") {
   temp_dir dir;
-  auto r = run_text(sys, reg, data_and_parse(dir) + R"(
-    stage { name: "bucket" type: "bucket_by_length" input { stage: "parse" }
-            bucket_by_length { length_field: "tokens_length"
-                               bucket_boundaries: [4, 8, 11]
-                               bucket_batch_sizes: [6, 4, 3]
-                               padding_value: -1 } }
-    stage { name: "sink" type: "collect" input { stage: "bucket" } })");
+  auto r = run_text(sys, reg,
+                    bucketed(dir, "bucket_boundaries: [4, 8, 11] "
+                                  "bucket_batch_sizes: [6, 4, 3] "
+                                  "padding_value: -1"));
   REQUIRE(r.ok);
   const int sizes[] = {6, 4, 3}, widths[] = {-1, -1, -1};
   check_each_once(check_batches(obs->collected, sizes, widths, -1));
@@ -125,13 +132,10 @@ TEST_CASE_METHOD(fixture, "bucket_by_length with tokens_per_batch keeps "
                           "padded to the bucket's boundary",
                  "[bucket_by_length][input]") {
   temp_dir dir;
-  auto r = run_text(sys, reg, data_and_parse(dir) + R"(
-    stage { name: "bucket" type: "bucket_by_length" input { stage: "parse" }
-            bucket_by_length { length_field: "tokens_length"
-                               bucket_boundaries: [4, 8, 11]
-                               tokens_per_batch: 21
-                               pad_to_bucket_boundary: true } }
-    stage { name: "sink" type: "collect" input { stage: "bucket" } })");
+  auto r = run_text(sys, reg,
+                    bucketed(dir, "bucket_boundaries: [4, 8, 11] "
+                                  "tokens_per_batch: 21 "
+                                  "pad_to_bucket_boundary: true"));
   REQUIRE(r.ok);
   // 21 values: 7 records of width 3, 3 of width 7, 2 of width 10.
   const int sizes[] = {7, 3, 2}, widths[] = {3, 7, 10};
@@ -145,12 +149,9 @@ TEST_CASE_METHOD(fixture, "bucket_by_length fails on a record past its last "
                           "boundary, naming the record and the way out",
                  "[bucket_by_length][bad-input]") {
   temp_dir dir;
-  auto r = run_text(sys, reg, data_and_parse(dir) + R"(
-    stage { name: "bucket" type: "bucket_by_length" input { stage: "parse" }
-            bucket_by_length { length_field: "tokens_length"
-                               bucket_boundaries: [4, 8]
-                               bucket_batch_sizes: [2, 2] } }
-    stage { name: "sink" type: "collect" input { stage: "bucket" } })");
+  auto r = run_text(sys, reg,
+                    bucketed(dir, "bucket_boundaries: [4, 8] "
+                                  "bucket_batch_sizes: [2, 2]"));
   REQUIRE_FALSE(r.ok);
   CHECK_THAT(r.error, Catch::Contains("bucket_by_length: record ")
                         && Catch::Contains("not below the last bucket "
@@ -182,39 +183,27 @@ TEST_CASE("bucket_by_length resumes from a snapshot to the same batches",
     b.set("x_length", std::move(len));
     return b;
   };
-  auto* type = reg.find("bucket_by_length");
-  REQUIRE(type != nullptr);
-  auto whole = type->make(stage_info{}, s);
-  auto first = type->make(stage_info{}, s);
-  auto resumed = type->make(stage_info{}, s);
-  collecting_emitter all, before, after;
+  std::vector<batch> items;
   for (int64_t k = 0; k < 6; ++k)
-    whole->process(item(k), all);
-  whole->finish(all);
-  for (int64_t k = 0; k < 2; ++k)
-    first->process(item(k), before);
-  resumed->restore(first->snapshot());
-  for (int64_t k = 2; k < 6; ++k)
-    resumed->process(item(k), after);
-  resumed->finish(after);
-  auto joined = before.items;
-  joined.insert(joined.end(), after.items.begin(), after.items.end());
-  REQUIRE(joined.size() == all.items.size());
-  for (size_t b = 0; b < joined.size(); ++b) {
+    items.push_back(item(k));
+  auto run = resume_between(reg, s, items, 2);
+  REQUIRE(run.joined.size() == run.whole.size());
+  for (size_t b = 0; b < run.joined.size(); ++b) {
     INFO("batch " << b);
-    CHECK(joined[b].seq == all.items[b].seq);
-    REQUIRE(joined[b].at("x").shape() == all.items[b].at("x").shape());
-    auto& x = joined[b].at("x");
+    auto& x = run.joined[b].at("x");
+    CHECK(run.joined[b].seq == run.whole[b].seq);
+    REQUIRE(x.shape() == run.whole[b].at("x").shape());
     CHECK(std::equal(x.data_as<int64_t>(), x.data_as<int64_t>() + x.elements(),
-                     all.items[b].at("x").data_as<int64_t>()));
+                     run.whole[b].at("x").data_as<int64_t>()));
   }
   // A padded_batch's state is not bucket_by_length's.
   topology::Stage p;
   p.set_type("padded_batch");
   p.mutable_padded_batch()->set_batch_size(2);
   auto other = reg.find("padded_batch")->make(stage_info{}, p);
-  other->process(item(0), before);
-  CHECK_THROWS_WITH(resumed->restore(other->snapshot()),
+  collecting_emitter ignored;
+  other->process(item(0), ignored);
+  CHECK_THROWS_WITH(run.resumed->restore(other->snapshot()),
                     Catch::Contains("bucket_by_length/1"));
 }
 

@@ -205,28 +205,18 @@ TEST_CASE("padded_batch resumes from a snapshot to the same batches",
     b.set("x_length", std::move(len));
     return b;
   };
-  auto whole = reg.find("padded_batch")->make(stage_info{}, s);
-  auto first = reg.find("padded_batch")->make(stage_info{}, s);
-  auto resumed = reg.find("padded_batch")->make(stage_info{}, s);
-  collecting_emitter all, before, after;
+  std::vector<batch> items;
   for (int64_t k = 0; k < 7; ++k)
-    whole->process(item(k), all);
-  whole->finish(all);
+    items.push_back(item(k));
   // After 3 items each bucket holds one record (lengths 0 1 2 | 1 2 3 |
   // 2 3 0): the snapshot carries both.
-  for (int64_t k = 0; k < 3; ++k)
-    first->process(item(k), before);
-  resumed->restore(first->snapshot());
-  for (int64_t k = 3; k < 7; ++k)
-    resumed->process(item(k), after);
-  resumed->finish(after);
-  auto joined = before.items;
-  joined.insert(joined.end(), after.items.begin(), after.items.end());
-  REQUIRE(joined.size() == all.items.size());
-  for (size_t b = 0; b < joined.size(); ++b) {
+  auto run = resume_between(reg, s, items, 3);
+  auto& resumed = run.resumed;
+  REQUIRE(run.joined.size() == run.whole.size());
+  for (size_t b = 0; b < run.joined.size(); ++b) {
     INFO("batch " << b);
-    auto& want = all.items[b];
-    auto& got = joined[b];
+    auto& want = run.whole[b];
+    auto& got = run.joined[b];
     CHECK(got.seq == want.seq);
     REQUIRE(got.at("x").shape() == want.at("x").shape());
     CHECK(std::equal(got.at("x").data_as<int32_t>(),
