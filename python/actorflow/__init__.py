@@ -133,7 +133,9 @@ class Progress:
 @dataclass
 class Result:
     """How a job ended. `ok` is False after a failure, whose one line is
-    `error`; `stopped` means it was stopped early (and drained)."""
+    `error`; `stopped` means it was stopped early (and drained). `restarts`
+    holds a line per start after a lost node (docs/multi-host.md,
+    "Restarting after a lost node")."""
 
     ok: bool
     stopped: bool
@@ -143,6 +145,7 @@ class Result:
     restored: List[str] = field(default_factory=list)
     checkpoints: int = 0
     last_checkpoint: str = ""
+    restarts: List[str] = field(default_factory=list)
     report: Optional[dict] = None  # actorflow.run(): the --report-json object
 
     @classmethod
@@ -156,6 +159,7 @@ class Result:
             restored=list(d["restored"]),
             checkpoints=d["checkpoints"],
             last_checkpoint=d["last_checkpoint"],
+            restarts=list(d["restarts"]),
         )
 
 
@@ -210,6 +214,12 @@ class Pipeline:
         says. threads: scheduler threads (None: every core). Raises
         TopologyError when the topology does not load, ValueError for an
         outlet that is not there, JobError when the job cannot start.
+
+        The job runs as `actorflow run` runs it (af::supervise): autotune
+        when the topology asks for it, and a job with checkpoints that
+        loses a node is started again from its newest checkpoint on the
+        hosts that answer (result.restarts). The batches after that
+        checkpoint then come again: at least once, not exactly once.
         """
         self.validate()
         if epochs is not None and epochs < 1:

@@ -122,6 +122,7 @@ def run(topology, *, progress: bool = False, echo: bool = True, **options):
                 records=report.get("records", 0),
                 bytes=report.get("bytes", 0),
             ),
+            restarts=list(report.get("restarts", [])),
             report=report,
         )
         if not result.ok and not result.stopped:

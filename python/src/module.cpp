@@ -80,6 +80,7 @@ pyb::dict result_dict(const run_result& r) {
                    "tolerated_failures"_a = r.tolerated_failures,
                    "restored"_a = r.restored, "checkpoints"_a = r.checkpoints,
                    "last_checkpoint"_a = r.last_checkpoint,
+                   "restarts"_a = r.restarts,
                    "final"_a = progress_dict(r.final));
 }
 

@@ -1,9 +1,12 @@
 // The engine side of actorflow.Pipeline.iterate(): a job that runs in this
-// process, in an actor system of its own, and hands the batches of one of
-// its `outlet` stages to the thread that iterates. Declared in
+// process, in an actor system of its own, under af::supervise (on a thread
+// of its own: autotune, stopping and aborting, starting again after a lost
+// node, as `actorflow run` does), and hands the batches of one of its
+// `outlet` stages to the thread that iterates. Declared in
 // python/src/stream.hpp.
 #include "python/src/stream.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <future>
 #include <cstdio>
@@ -22,6 +25,7 @@
 
 #include "actorflow/actors/builtin.hpp"
 #include "actorflow/runtime/core/census.hpp"
+#include "actorflow/runtime/job/supervisor.hpp"
 #include "actorflow/runtime/net/system.hpp"
 #include "actorflow/runtime/stage/registry.hpp"
 
@@ -86,15 +90,12 @@ caf::behavior receiver(caf::stateful_actor<receiver_state>* self,
       std::lock_guard<std::mutex> lock{ch->mutex};
       ch->progress = p;
     },
+    // Each start's end: the supervisor may start the job again (a lost
+    // node), so the iteration ends when it returns (stream::state), not
+    // here.
     [=](job_done_atom, const run_result& r) {
-      {
-        std::lock_guard<std::mutex> lock{ch->mutex};
-        ch->done = true;
-        ch->result = r;
-        ch->progress = r.final;
-      }
-      ch->changed.notify_all();
-      self->quit();
+      std::lock_guard<std::mutex> lock{ch->mutex};
+      ch->progress = r.final;
     },
   };
 }
@@ -149,17 +150,26 @@ std::string outlet_of(const loaded_topology& topo, const std::string& want) {
 
 struct stream::state {
   std::shared_ptr<channel> ch = std::make_shared<channel>();
-  bool stopped = false; // job::stop() sent (once: a second one would cut
-                        // short a checkpoint the first one started)
+  // stop() asked, and when (once: a second interrupt would abort the
+  // job). Guarded by ch->mutex.
+  bool stopped = false;
+  std::chrono::steady_clock::time_point stopped_at;
+  // The supervisor's interrupts: stop() gives the first (the job drains,
+  // or ends at a checkpoint's cut), close() a second one when the drain
+  // takes too long (the job is aborted).
+  std::atomic<int> interrupts{0};
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   registry reg;
-  std::optional<job> j;
+  std::optional<loaded_topology> topo;
   caf::actor receiver;
   std::vector<caf::actor> drains;
+  // Runs af::supervise; it sets ch->done when the job has ended for good.
+  std::thread supervisor;
 
   ~state() {
-    j.reset();
+    if (supervisor.joinable())
+      supervisor.join();
     if (sys) {
       for (auto& a : drains)
         caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
@@ -202,11 +212,40 @@ stream::stream(const loaded_topology& topo, const stream_options& opts)
       jo.outlets[s.name()] = st.drains.back();
     }
   }
-  try {
-    st.j.emplace(job::start(*st.sys, topo, st.reg, jo));
-  } catch (...) {
+  st.topo.emplace(topo);
+  supervise_options so;
+  so.job = std::move(jo);
+  so.stop_hint = ""; // stopping is the iterator's own decision
+  so.abort_reason = "the Python iterator was closed and the job did not "
+                    "drain within the time allowed";
+  auto* raw = &st;
+  so.interrupts = [raw] { return raw->interrupts.load(); };
+  // The constructor returns once the job has started, or throws why it
+  // could not (as job::start did).
+  auto first = std::make_shared<std::promise<std::string>>();
+  auto told = std::make_shared<std::atomic<bool>>(false);
+  auto tell = [first, told](std::string why) {
+    if (!told->exchange(true))
+      first->set_value(std::move(why));
+  };
+  so.started = [tell](job&, int) { tell({}); };
+  st.supervisor = std::thread{[raw, so = std::move(so), tell]() mutable {
+    auto run = supervise(*raw->sys, *raw->topo, raw->reg, std::move(so));
+    tell(run.started ? std::string{} : run.result.error);
+    {
+      std::lock_guard<std::mutex> lock{raw->ch->mutex};
+      raw->ch->done = true;
+      raw->ch->result = run.result;
+      raw->ch->progress = run.result.final;
+    }
+    raw->ch->changed.notify_all();
     release_logger();
-    throw;
+  }};
+  auto why = first->get_future().get();
+  if (!why.empty()) {
+    st.supervisor.join();
+    release_logger();
+    throw std::runtime_error(why);
   }
   release_logger();
 }
@@ -242,16 +281,9 @@ stream::status stream::next(batch& out, std::chrono::milliseconds timeout) {
   for (;;) {
     if (!ch.changed.wait_for(lock, timeout,
                              [&] { return !ch.ready.empty() || ch.done; })) {
-      // The receiver ends with the job's last message; should it have
-      // died before (an exception in a handler), the job's own result
-      // still ends the iteration.
-      lock.unlock();
-      auto r = st->j->wait_for(std::chrono::milliseconds{0});
-      lock.lock();
-      if (!r || !ch.ready.empty() || ch.done)
-        return status::waiting;
-      end_with(*r);
-      return status::end;
+      // The supervisor's thread ends the iteration (ch.done) when the
+      // job has ended for good.
+      return status::waiting;
     }
     if (!ch.ready.empty()) {
       out = std::move(ch.ready.front());
@@ -290,9 +322,10 @@ void stream::stop() {
     if (st->stopped)
       return;
     st->stopped = true;
+    st->stopped_at = std::chrono::steady_clock::now();
   }
   caf::anon_send(st->receiver, discard_atom::value);
-  st->j->stop();
+  st->interrupts.fetch_add(1);
   release_logger();
 }
 
@@ -305,12 +338,26 @@ void stream::close(std::chrono::milliseconds limit) {
   }
   if (!st)
     return;
-  auto& j = *st->j;
-  auto r = j.wait_for(limit);
+  auto& ch = *st->ch;
+  // The job's result once it has ended for good, within `within`.
+  auto ended = [&](std::chrono::milliseconds within) {
+    std::unique_lock<std::mutex> lock{ch.mutex};
+    return ch.changed.wait_for(lock, within, [&] { return ch.done; })
+             ? std::optional<run_result>{ch.result}
+             : std::nullopt;
+  };
+  auto r = ended(limit);
   if (!r) {
-    j.abort("the Python iterator was closed and the job did not drain "
-            "within the time allowed");
-    r = j.wait_for(limit);
+    // A second interrupt aborts the job; the supervisor takes one only
+    // 0.5 s after the first (runtime/job/supervisor.hpp).
+    std::chrono::steady_clock::time_point at;
+    {
+      std::lock_guard<std::mutex> lock{ch.mutex};
+      at = st->stopped_at;
+    }
+    std::this_thread::sleep_until(at + std::chrono::milliseconds{600});
+    st->interrupts.fetch_add(1);
+    r = ended(limit);
   }
   release_logger();
   if (r) {

@@ -1,6 +1,8 @@
 // The engine side of actorflow.Pipeline.iterate(): a job that runs in this
-// process, in an actor system of its own, and hands the batches of one of
-// its `outlet` stages to the thread that iterates.
+// process, in an actor system of its own, under af::supervise (autotune,
+// stopping and aborting, starting again after a lost node, as `actorflow
+// run`), and hands the batches of one of its `outlet` stages to the thread
+// that iterates.
 //
 // Credit is the Python side's consumption: a batch is answered (and the
 // outlet may send one more) only when next() has handed it out, so at most

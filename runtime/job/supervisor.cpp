@@ -250,9 +250,11 @@ bool wait_for_end(job& j, const supervise_options& o, bool checkpoints,
       stop_time = std::chrono::steady_clock::now();
       if (o.stopping)
         o.stopping();
-      spdlog::warn("interrupted: {} (press Ctrl-C again to abort)",
-                   checkpoints ? "taking a checkpoint, then stopping"
-                               : "draining the pipeline");
+      if (!o.stop_hint.empty())
+        spdlog::warn("interrupted: {} ({})",
+                     checkpoints ? "taking a checkpoint, then stopping"
+                                 : "draining the pipeline",
+                     o.stop_hint);
       j.stop();
       continue;
     }
@@ -266,7 +268,7 @@ bool wait_for_end(job& j, const supervise_options& o, bool checkpoints,
       signals_at_stop = n;
     } else if (n > signals_at_stop) {
       abort_sent = true;
-      j.abort("aborted by a second interrupt");
+      j.abort(o.abort_reason);
       if (o.aborted)
         o.aborted();
     }

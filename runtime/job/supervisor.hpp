@@ -58,6 +58,13 @@ struct supervise_options {
   /// end at once, so a process may bound its shutdown from here
   /// (runtime/job/shutdown.hpp).
   std::function<void()> aborted;
+  /// What the first interrupt logs after "interrupted: draining the
+  /// pipeline" (or "taking a checkpoint, then stopping"), in parentheses;
+  /// empty: it logs nothing (an application that stops its job on
+  /// purpose, as the Python iterator does).
+  std::string stop_hint = "press Ctrl-C again to abort";
+  /// The reason a later interrupt aborts the job with (run_result::error).
+  std::string abort_reason = "aborted by a second interrupt";
 };
 
 struct supervised_run {
